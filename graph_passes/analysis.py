@@ -1,0 +1,72 @@
+"""Everything the pass knows about one model, computed once: units, reachability, tasks, buffers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from graph_passes.dataflow import Dataflow
+from graph_passes.engines import Engine
+from graph_passes.hazards import BufferMap, Buffers, task_buffers
+from graph_passes.reach import Reachability
+from graph_passes.tasks import Task, build_tasks
+from graph_passes.units import UnitGraph, build_units
+from graph_passes.work import Work, node_work
+
+
+@dataclass
+class Analysis:
+    flow: Dataflow
+    units: UnitGraph
+    reach: Reachability
+    tasks: list[Task]
+    _buffers: BufferMap = field(repr=False)
+    _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
+    _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def of(inferred: onnx.ModelProto) -> Analysis:
+        flow = Dataflow.of(inferred)
+        units = build_units(flow)
+        reach = Reachability(units.successors)
+        tasks = build_tasks(units, reach)
+        return Analysis(flow, units, reach, tasks, BufferMap(flow))
+
+    def task_nodes(self, task: Task) -> list[int]:
+        """Node indices of a task, in the graph's topological order."""
+        return sorted(index for unit in task.units for index in self.units.units[unit].nodes)
+
+    def node_label(self, index: int) -> str:
+        node = self.flow.nodes[index]
+        return f"{node.op_type} {node.name!r}"
+
+    def unit_label(self, unit: int) -> str:
+        return self.node_label(self.units.units[unit].core)
+
+    def task_label(self, task: Task) -> str:
+        return f"{task.engine.value} task at {self.unit_label(task.units[0])}" + (
+            f" (+{len(task.units) - 1} units)" if len(task.units) > 1 else ""
+        )
+
+    def buffers(self, task: Task) -> Buffers:
+        cached = self._buffer_cache.get(task.id)
+        if cached is None:
+            cached = task_buffers(self.flow, self._buffers, self.task_nodes(task))
+            self._buffer_cache[task.id] = cached
+        return cached
+
+    def work(self, task: Task) -> Work:
+        cached = self._work_cache.get(task.id)
+        if cached is None:
+            cached = Work()
+            for index in self.task_nodes(task):
+                cached = cached + node_work(self.flow, index)
+            self._work_cache[task.id] = cached
+        return cached
+
+    def engine_histogram(self) -> dict[str, int]:
+        counts = {engine.value: 0 for engine in Engine}
+        for unit in self.units.units:
+            counts[unit.engine.value] += 1
+        return counts

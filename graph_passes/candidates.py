@@ -1,0 +1,76 @@
+"""Find candidate groups: tasks of different engines that are provably independent.
+
+Two tasks A and B may share one fused node only if
+  1. neither reaches the other (no path either way; beyond the reachability window: refused),
+  2. no buffer hazard (RAW/WAR/WAW through views) between them, and
+  3. the merged group is convex. Tasks are convex (tasks.py) and by 1. no path leaves one and
+     enters the other, so any path leaving A ∪ B and re-entering would start and end in one task,
+     contradicting its convexity: 3 follows from 1 and is re-checked on the final graph (select.py).
+Partners are searched among the tasks placed near A in the level-sorted order, i.e. work that
+becomes ready at about the same time. Every task left without a partner gets a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graph_passes.analysis import Analysis
+from graph_passes.hazards import hazard
+from graph_passes.reach import Reach
+from graph_passes.tasks import Task
+
+PARTNER_WINDOW = 96  # unit positions after a task's first unit searched for partners
+MAX_PARTNERS = 8  # independent partners kept per task
+
+
+@dataclass(frozen=True)
+class Pair:
+    first: int  # task ids, first.lo < second.lo
+    second: int
+
+
+@dataclass(frozen=True)
+class Candidates:
+    pairs: tuple[Pair, ...]
+    partners: dict[int, tuple[int, ...]]  # task id -> independent partner task ids (both directions)
+    reasons: dict[int, str]  # fusable task id without any partner -> why
+
+
+def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
+    """Why tasks a and b may not run at the same time, or None when they provably may."""
+    for source, target in ((a, b), (b, a)):
+        path = analysis.reach.first_path(source.units, target.units)
+        if path is not None:
+            start, end, answer = path
+            verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
+            return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
+    return hazard(analysis.buffers(a), analysis.buffers(b))
+
+
+def find_candidates(analysis: Analysis) -> Candidates:
+    fusable = [task for task in analysis.tasks if task.fusable]
+    by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
+    pairs: list[Pair] = []
+    partners: dict[int, list[int]] = {task.id: [] for task in fusable}
+    first_problem: dict[int, str] = {}
+    for i, a in enumerate(by_lo):
+        for b in by_lo[i + 1 :]:
+            if b.lo - a.lo > PARTNER_WINDOW or len(partners[a.id]) >= MAX_PARTNERS:
+                break
+            if b.engine is a.engine:
+                continue
+            problem = independence_problem(analysis, a, b)
+            if problem is not None:
+                first_problem.setdefault(a.id, problem)
+                first_problem.setdefault(b.id, problem)
+                continue
+            pairs.append(Pair(a.id, b.id))
+            partners[a.id].append(b.id)
+            partners[b.id].append(a.id)
+    reasons = {}
+    for task in fusable:
+        if not partners[task.id]:
+            reasons[task.id] = first_problem.get(
+                task.id, "no task of another engine becomes ready near it (the graph is a chain here)"
+            )
+    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)

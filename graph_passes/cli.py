@@ -1,0 +1,118 @@
+"""The ``hexfuse`` command.
+
+Exit codes: 0 success (including "nothing to fuse"), 1 a hexfuse error (bad input, failed check),
+2 bad command-line usage. Errors print one line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from graph_passes.balance import BalanceScorer
+from graph_passes.errors import HexfuseError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def _say(message: str) -> None:
+    print(f"hexfuse: {message}", file=sys.stderr, flush=True)
+
+
+def _scorer(args: argparse.Namespace) -> BalanceScorer:
+    if not 0.0 <= args.min_gain < 1.0:
+        raise HexfuseError(f"--min-gain must be in [0, 1), got {args.min_gain}")
+    return BalanceScorer(min_gain=args.min_gain)
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    from graph_passes.pipeline import analyze_model
+    from graph_passes.report import render_report
+
+    result = analyze_model(args.model, _scorer(args))
+    if args.json:
+        summary = {
+            "model": str(args.model),
+            "nodes": len(result.analysis.flow.nodes),
+            "units_by_engine": result.analysis.engine_histogram(),
+            "groups": [
+                {"op_type": op.op_type, "predicted_gain": op.predicted_gain,
+                 "tasks": [{"engine": t.engine, "nodes": [n.name for n in t.nodes]} for t in op.tasks]}
+                for op in result.fused_ops
+            ],
+            "not_fused": {result.analysis.task_label(result.analysis.tasks[t]): r for t, r in sorted(result.selection.reasons.items())},
+        }
+        print(json.dumps(summary, indent=1))
+    else:
+        print(render_report(result, f"analysis of {Path(args.model).name}"))
+    return EXIT_OK
+
+
+def run_fuse(args: argparse.Namespace) -> int:
+    from graph_passes.ort_check import compare_on_cpu
+    from graph_passes.pipeline import fuse_model, write_outputs
+    from graph_passes.report import render_report
+
+    start = time.perf_counter()
+    _say(f"fusing {args.model}")
+    result = fuse_model(args.model, _scorer(args))
+    analyzed = result.analyzed
+    if result.changed and not args.no_verify:
+        _say("checking outputs against the original on ONNX Runtime (CPU EP); --no-verify skips this")
+        bad = [d for d in compare_on_cpu(analyzed.loaded.raw, result.model_bytes) if not d.equal]
+        if bad:
+            worst = max(bad, key=lambda d: d.max_rel)
+            raise HexfuseError(f"fused model differs from the original on output {worst.name!r} (max rel error {worst.max_rel:.3g}); nothing written")
+    out = Path(args.output)
+    write_outputs(result, out, render_report(analyzed, f"fusion of {Path(args.model).name}"))
+    seconds = time.perf_counter() - start
+    if analyzed.already_fused:
+        _say(f"{args.model} is already fused: wrote an unchanged copy to {out}")
+    elif not result.changed:
+        _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to {out}")
+    else:
+        _say(f"wrote {out} with {len(result.spec.fused_ops)} fused nodes ({seconds:.2f} s)")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hexfuse", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    analyze = commands.add_parser("analyze", help="show what could be fused and why or why not")
+    analyze.add_argument("model", help="ONNX model file")
+    analyze.add_argument("--json", action="store_true", help="machine-readable output")
+    analyze.set_defaults(func=run_analyze)
+
+    fuse = commands.add_parser("fuse", help="write a model with fused nodes, its fusion spec and a report")
+    fuse.add_argument("model", help="ONNX model file (never modified)")
+    fuse.add_argument("-o", "--output", required=True, help="output model path; spec and report go beside it")
+    fuse.add_argument("--no-verify", action="store_true", help="skip the ONNX Runtime output comparison")
+    fuse.set_defaults(func=run_fuse)
+
+    for sub in (analyze, fuse):
+        sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except HexfuseError as exc:
+        if args.debug:
+            raise
+        print(f"hexfuse: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("hexfuse: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Load an ONNX model for the pass: read, validate, upgrade the opset, sort, infer shapes.
+
+Every failure becomes a one-line ``HexfuseError`` naming the file and what is wrong with it. The
+input file is only read, never written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import version_converter
+
+from graph_passes.errors import HexfuseError
+from graph_passes.toposort import topological_order
+
+MIN_OPSET = 13  # older models are upgraded to this opset before the pass
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    path: Path
+    raw: bytes  # the file's bytes, as read
+    sha256: str
+    model: onnx.ModelProto  # sorted, opset >= MIN_OPSET, external data loaded
+    inferred: onnx.ModelProto  # ``model`` with inferred value_info for every tensor
+    upgraded_from: int | None  # original default-domain opset when the pass upgraded it
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return opset.version
+    return 0
+
+
+def _read(path: Path) -> bytes:
+    if not path.exists():
+        raise HexfuseError(f"{path}: no such file")
+    if path.is_dir():
+        raise HexfuseError(f"{path}: is a directory, expected an .onnx file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise HexfuseError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _parse(path: Path, raw: bytes) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(raw)
+    except (DecodeError, RuntimeWarning, ValueError):
+        raise HexfuseError(f"{path}: not an ONNX model (protobuf parse failed; truncated or another format?)") from None
+    # Arbitrary bytes sometimes parse as a protobuf with unknown fields only.
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
+        raise HexfuseError(f"{path}: not an ONNX model (no ir_version, graph or opset_import)")
+    try:
+        onnx.load_external_data_for_model(model, str(path.parent))
+    except (OSError, ValueError) as exc:
+        raise HexfuseError(f"{path}: cannot load external data: {exc}") from None
+    return model
+
+
+def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int | None]:
+    opset = default_opset(model)
+    if opset == 0:
+        raise HexfuseError(f"{path}: no default-domain opset import")
+    if opset > MAX_OPSET:
+        raise HexfuseError(f"{path}: opset {opset} is newer than the newest supported ({MAX_OPSET})")
+    if opset >= MIN_OPSET:
+        return model, None
+    try:
+        upgraded = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as exc:  # the converter raises bare RuntimeError/ValueError/IndexError from C++
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HexfuseError(f"{path}: opset {opset} is unsupported and could not be upgraded to {MIN_OPSET}: {reason}") from None
+    return upgraded, opset
+
+
+def _sorted(path: Path, model: onnx.ModelProto) -> onnx.ModelProto:
+    """Return the model with its nodes in topological order; refuse cycles."""
+    graph = model.graph
+    order = topological_order(graph)  # raises on a cycle
+    if order == list(range(len(graph.node))):
+        return model
+    nodes = [graph.node[i] for i in order]
+    sorted_model = onnx.ModelProto()
+    sorted_model.CopyFrom(model)
+    del sorted_model.graph.node[:]
+    sorted_model.graph.node.extend(nodes)
+    return sorted_model
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_model(path: str | Path) -> LoadedModel:
+    path = Path(path)
+    raw = _read(path)
+    model = _parse(path, raw)
+    model, upgraded_from = _upgrade(path, model)
+    try:
+        model = _sorted(path, model)
+    except HexfuseError as exc:
+        raise HexfuseError(f"{path}: {exc}") from None
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(exc)}") from None
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:  # InferenceError and C++ errors surface under several types
+        raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
+    return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from)

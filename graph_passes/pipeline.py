@@ -1,0 +1,121 @@
+"""The pass end to end: load -> single-consumer DQs -> analyse -> find -> select -> rewrite -> check.
+
+    analyze_model(path)  what could be fused and why (no model written)
+    fuse_model(path)     the fused model, its fusion spec and a human report, in memory
+    write_outputs(...)   model + ``.hexfuse.json`` spec + ``.hexfuse.md`` report, each written atomically
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from graph_passes.analysis import Analysis
+from graph_passes.balance import BalanceScorer, Scorer
+from graph_passes.candidates import find_candidates
+from graph_passes.errors import HexfuseError
+from graph_passes.io import write_atomic
+from graph_passes.load import LoadedModel, load_model
+from graph_passes.qdq import duplicate_shared_dequantize
+from graph_passes.rewrite import rewrite_groups
+from graph_passes.select import Selection, select_groups
+from graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
+from graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
+
+
+@dataclass
+class AnalyzeResult:
+    loaded: LoadedModel
+    prepared: onnx.ModelProto  # the model the pass edits (DQs single-consumer, sorted)
+    analysis: Analysis
+    selection: Selection
+    fused_ops: list[FusedOp]  # one per selected group, named
+    already_fused: bool = False
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+
+
+@dataclass
+class FuseResult:
+    analyzed: AnalyzeResult
+    model_bytes: bytes  # what to write as the output model
+    spec: FusionSpec
+    changed: bool
+
+
+def spec_path(model_path: Path) -> Path:
+    return model_path.with_suffix(".hexfuse.json")
+
+
+def report_path(model_path: Path) -> Path:
+    return model_path.with_suffix(".hexfuse.md")
+
+
+def _is_fused(model: onnx.ModelProto) -> bool:
+    return any(f.domain == FUSED_DOMAIN for f in model.functions) or any(
+        node.domain == FUSED_DOMAIN for node in model.graph.node
+    )
+
+
+def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResult:
+    scorer = scorer or BalanceScorer()
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    loaded = load_model(path)
+    timings["load"] = time.perf_counter() - start
+    prepared, _ = duplicate_shared_dequantize(loaded.model)
+    inferred = loaded.inferred
+    if prepared is not loaded.model:
+        inferred = onnx.shape_inference.infer_shapes(prepared, check_type=True, strict_mode=True, data_prop=True)
+    timings["prepare"] = time.perf_counter() - start - timings["load"]
+    mark = time.perf_counter()
+    analysis = Analysis.of(inferred)
+    timings["analyse"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    already = _is_fused(loaded.model)
+    if already:
+        selection = Selection((), {task.id: "model is already fused by hexfuse" for task in analysis.tasks if task.fusable})
+    else:
+        selection = select_groups(analysis, find_candidates(analysis), scorer)
+    fused_ops = []
+    for number, group in enumerate(selection.groups):
+        op_type = group_op_type(analysis, group.tasks, number)
+        fused_ops.append(fused_op_spec(analysis, group.tasks, op_type, f"hexfuse/{op_type}", group.verdict.gain))
+    timings["select"] = time.perf_counter() - mark
+    return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
+
+
+def fuse_model(path: str | Path, scorer: Scorer | None = None, target: str = "generic") -> FuseResult:
+    analyzed = analyze_model(path, scorer)
+    loaded = analyzed.loaded
+    if not analyzed.fused_ops:
+        spec = FusionSpec(loaded.path.name, loaded.sha256, target, ())
+        return FuseResult(analyzed, loaded.raw, spec, changed=False)
+    mark = time.perf_counter()
+    groups = [
+        (op, group_nodes(analyzed.analysis, group.tasks))
+        for op, group in zip(analyzed.fused_ops, analyzed.selection.groups)
+    ]
+    fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flow.graph, groups)
+    try:
+        onnx.checker.check_model(fused, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise HexfuseError(f"internal error: the fused model fails onnx.checker: {exc}") from None
+    analyzed.timings["rewrite"] = time.perf_counter() - mark
+    spec = FusionSpec(loaded.path.name, loaded.sha256, target, tuple(analyzed.fused_ops))
+    return FuseResult(analyzed, fused.SerializeToString(), spec, changed=True)
+
+
+def write_outputs(result: FuseResult, out: Path, report_text: str) -> None:
+    """Write the model, then its spec and report; each file appears whole or not at all."""
+    if out.exists() and out.is_dir():
+        raise HexfuseError(f"{out}: is a directory, expected an output .onnx path")
+    if out.resolve() == result.analyzed.loaded.path.resolve():
+        raise HexfuseError(f"{out}: refusing to overwrite the input model")
+    spec = result.spec
+    spec = FusionSpec(out.name, spec.source_sha256, spec.target, spec.fused_ops)
+    write_atomic(out, result.model_bytes)
+    write_atomic(spec_path(out), spec.to_json().encode())
+    write_atomic(report_path(out), report_text.encode())

@@ -1,0 +1,58 @@
+"""Reachability between units: windowed bitsets over the topological order.
+
+A path from unit a to unit b only visits units between them in any topological order, so for
+b - a <= WINDOW the answer lives in a bitset of the WINDOW units after a:
+
+    desc[a] bit i  <=>  unit a + 1 + i is reachable from a
+
+built in one reverse sweep, desc[a] = OR over successors s of (bit(s - a - 1) | desc[s] << (s - a)),
+cut to WINDOW bits. Time O(E * WINDOW / 64), memory O(N * WINDOW) bits: linear in the graph.
+Beyond the window the answer is UNKNOWN, and every caller treats UNKNOWN as "reachable": the pass
+may miss a fusion, never make an unsafe one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+WINDOW = 512
+
+
+class Reach(enum.Enum):
+    NO = 0
+    YES = 1
+    UNKNOWN = 2
+
+
+class Reachability:
+    def __init__(self, successors: Sequence[Sequence[int]], window: int = WINDOW) -> None:
+        self.window = window
+        mask = (1 << window) - 1
+        desc = [0] * len(successors)
+        for unit in range(len(successors) - 1, -1, -1):
+            bits = 0
+            for succ in successors[unit]:
+                distance = succ - unit
+                if distance <= window:
+                    bits |= (1 << (distance - 1)) | (desc[succ] << distance)
+            desc[unit] = bits & mask
+        self._desc = desc
+
+    def reaches(self, source: int, target: int) -> Reach:
+        distance = target - source
+        if distance <= 0:
+            return Reach.NO  # topological order: nothing reaches an earlier unit
+        if distance > self.window:
+            return Reach.UNKNOWN
+        return Reach.YES if (self._desc[source] >> (distance - 1)) & 1 else Reach.NO
+
+    def first_path(self, sources: Iterable[int], targets: Iterable[int]) -> tuple[int, int, Reach] | None:
+        """A (source, target, YES|UNKNOWN) pair proving sources may reach targets, or None if none can."""
+        targets = sorted(targets)
+        for source in sorted(sources):
+            for target in targets:
+                answer = self.reaches(source, target)
+                if answer is not Reach.NO:
+                    return source, target, answer
+        return None

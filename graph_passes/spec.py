@@ -1,0 +1,169 @@
+"""The fusion spec: the contract between the graph pass and the op package generator.
+
+``hexfuse fuse`` writes one ``FusionSpec`` as JSON next to the fused model. It describes every fused
+node completely enough to generate its kernel without reading ONNX: the fused node's inputs and
+outputs in ONNX order, and per task the original nodes (op type, attributes, tensor names) in a valid
+execution order, each tensor with its dtype, static shape and quantization parameters.
+
+    FusionSpec
+      └── FusedOp (one per fused node; op_type unique, domain "hexfuse")
+            ├── inputs / outputs: TensorSpec (ONNX order of the fused node)
+            └── tasks: TaskSpec (engine matrix | vector | dma)
+                  └── nodes: NodeSpec (topologically ordered)
+
+Everything is a frozen dataclass; ``to_json``/``from_json`` round-trip exactly. Bump
+``SCHEMA_VERSION`` on any incompatible change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from graph_passes.errors import HexfuseError
+
+SCHEMA_VERSION = 1
+FUSED_DOMAIN = "hexfuse"
+SERIAL_ATTRIBUTE = "serial"  # int attribute on every fused node: 1 = internal-serial (barrier) mode
+
+AttributeValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """Linear quantization of a tensor: real = (q - zero_point) * scale; per-axis when ``axis`` is set."""
+
+    dtype: str  # storage type of the quantized tensor, e.g. "uint8", "int8", "uint16"
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str  # numpy name: "float32", "uint8", "int64", ...
+    shape: tuple[int, ...]
+    static: bool = False  # an initializer: QNN hands it to the op package as a STATIC tensor
+    quant: QuantSpec | None = None  # set where the tensor is the quantized side of a Q/DQ pair
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str  # the original node's name (unique in the model; empty names are filled by the pass)
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]  # "" marks an omitted optional input, as in ONNX
+    outputs: tuple[str, ...]
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A connected region of nodes that runs on one engine."""
+
+    id: str
+    engine: str  # "matrix" | "vector" | "dma"
+    nodes: tuple[NodeSpec, ...]
+    inputs: tuple[str, ...]  # tensors read from outside the task
+    outputs: tuple[str, ...]  # tensors the task produces that are read outside it
+    macs: int = 0  # multiply-accumulates of matrix ops
+    elements: int = 0  # output elements of vector ops
+    bytes_moved: int = 0  # bytes read + written by the task's nodes
+
+
+@dataclass(frozen=True)
+class FusedOp:
+    op_type: str  # unique per fused node; never an ONNX op name
+    node_name: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    tasks: tuple[TaskSpec, ...]
+    tensors: tuple[TensorSpec, ...]  # every tensor inside the group (inputs, intermediates, outputs)
+    rule: str = "horizontal"  # what made this fused node
+    predicted_gain: float = 0.0  # fraction of the serial time the selection predicted to save
+
+    def tensor(self, name: str) -> TensorSpec:
+        for tensor in self.tensors:
+            if tensor.name == name:
+                return tensor
+        raise HexfuseError(f"fused op {self.op_type}: no tensor named {name!r} in the spec")
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    model: str  # file name of the fused model this spec describes
+    source_sha256: str  # hash of the original model file
+    target: str
+    fused_ops: tuple[FusedOp, ...]
+    schema_version: int = SCHEMA_VERSION
+    domain: str = FUSED_DOMAIN
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(text: str) -> FusionSpec:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise HexfuseError(f"fusion spec is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+            version = raw.get("schema_version") if isinstance(raw, dict) else None
+            raise HexfuseError(
+                f"fusion spec schema_version {version!r} is not supported (expected {SCHEMA_VERSION})"
+            )
+        try:
+            return _fusion_spec_from_dict(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HexfuseError(f"fusion spec is malformed: {exc!r}") from None
+
+
+def _quant(raw: dict[str, Any] | None) -> QuantSpec | None:
+    if raw is None:
+        return None
+    return QuantSpec(raw["dtype"], tuple(raw["scale"]), tuple(raw["zero_point"]), raw.get("axis"))
+
+
+def _tensor(raw: dict[str, Any]) -> TensorSpec:
+    return TensorSpec(raw["name"], raw["dtype"], tuple(raw["shape"]), raw["static"], _quant(raw["quant"]))
+
+
+def _attribute(value: Any) -> AttributeValue:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _node(raw: dict[str, Any]) -> NodeSpec:
+    attributes = {key: _attribute(value) for key, value in raw["attributes"].items()}
+    return NodeSpec(raw["name"], raw["op_type"], raw["domain"], tuple(raw["inputs"]), tuple(raw["outputs"]), attributes)
+
+
+def _task(raw: dict[str, Any]) -> TaskSpec:
+    return TaskSpec(
+        raw["id"], raw["engine"], tuple(_node(n) for n in raw["nodes"]), tuple(raw["inputs"]),
+        tuple(raw["outputs"]), raw["macs"], raw["elements"], raw["bytes_moved"],
+    )
+
+
+def _fused_op(raw: dict[str, Any]) -> FusedOp:
+    return FusedOp(
+        raw["op_type"], raw["node_name"], tuple(_tensor(t) for t in raw["inputs"]),
+        tuple(_tensor(t) for t in raw["outputs"]), tuple(_task(t) for t in raw["tasks"]),
+        tuple(_tensor(t) for t in raw["tensors"]), raw["rule"], raw["predicted_gain"],
+    )
+
+
+def _fusion_spec_from_dict(raw: dict[str, Any]) -> FusionSpec:
+    return FusionSpec(
+        raw["model"], raw["source_sha256"], raw["target"], tuple(_fused_op(op) for op in raw["fused_ops"]),
+        raw["schema_version"], raw["domain"],
+    )
+
+
+def load_spec(path: str) -> FusionSpec:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return FusionSpec.from_json(handle.read())
+    except OSError as exc:
+        raise HexfuseError(f"cannot read fusion spec {path}: {exc.strerror}") from None

@@ -1,0 +1,121 @@
+"""Build fusion-spec objects (graph_passes.spec) for tasks and groups of an analysed model."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from graph_passes.analysis import Analysis
+from graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+from graph_passes.tasks import Task
+
+
+def _attribute_value(attribute: onnx.AttributeProto):
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, onnx.TensorProto):
+        array = onnx.numpy_helper.to_array(value)
+        return tuple(array.reshape(-1).tolist()) if array.size != 1 else array.reshape(-1)[0].item()
+    if isinstance(value, list):
+        return tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in value)
+    return value
+
+
+def node_spec(node: onnx.NodeProto) -> NodeSpec:
+    attributes = {a.name: _attribute_value(a) for a in sorted(node.attribute, key=lambda a: a.name)}
+    return NodeSpec(node.name, node.op_type, node.domain, tuple(node.input), tuple(node.output), attributes)
+
+
+def boundary(analysis: Analysis, node_indices: list[int]) -> tuple[list[str], list[str]]:
+    """(inputs, outputs) of a set of nodes: tensors read from outside, tensors used outside."""
+    flow = analysis.flow
+    inside = set(node_indices)
+    produced = {name for i in node_indices for name in flow.nodes[i].output if name}
+    inputs: dict[str, None] = {}
+    outputs: dict[str, None] = {}
+    for index in node_indices:
+        node = flow.nodes[index]
+        for name in node.input:
+            if name and name not in produced:
+                inputs[name] = None
+        for name in node.output:
+            if not name:
+                continue
+            used_outside = any(user not in inside for user in flow.consumers.get(name, ()))
+            if used_outside or name in flow.graph_outputs:
+                outputs[name] = None
+    return list(inputs), list(outputs)
+
+
+def _quant_of(analysis: Analysis, node: onnx.NodeProto) -> QuantSpec | None:
+    flow = analysis.flow
+    scale = flow.constant_value(node.input[1])
+    zero_name = node.input[2] if len(node.input) > 2 else ""
+    zero = flow.constant_value(zero_name) if zero_name else None
+    if scale is None or (zero_name and zero is None):
+        return None
+    quantized = node.input[0] if node.op_type == "DequantizeLinear" else node.output[0]
+    dtype = flow.dtype(quantized)
+    zero_points = tuple(int(v) for v in np.ravel(zero)) if zero is not None else (0,) * int(np.size(scale))
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1) if np.size(scale) > 1 else None
+    return QuantSpec(dtype, tuple(float(v) for v in np.ravel(scale)), zero_points, axis)
+
+
+def _quant_params(analysis: Analysis, node_indices: list[int]) -> dict[str, QuantSpec]:
+    result: dict[str, QuantSpec] = {}
+    for index in node_indices:
+        node = analysis.flow.nodes[index]
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        quant = _quant_of(analysis, node)
+        if quant is not None:
+            result[node.input[0] if node.op_type == "DequantizeLinear" else node.output[0]] = quant
+    return result
+
+
+def tensor_spec(analysis: Analysis, name: str, quant: QuantSpec | None = None) -> TensorSpec:
+    flow = analysis.flow
+    shape = flow.shape(name)
+    return TensorSpec(name, flow.dtype(name), tuple(shape) if shape is not None else (), flow.is_static(name), quant)
+
+
+def task_spec(analysis: Analysis, task: Task) -> TaskSpec:
+    indices = analysis.task_nodes(task)
+    inputs, outputs = boundary(analysis, indices)
+    work = analysis.work(task)
+    return TaskSpec(
+        id=f"t{task.id}", engine=task.engine.value, nodes=tuple(node_spec(analysis.flow.nodes[i]) for i in indices),
+        inputs=tuple(inputs), outputs=tuple(outputs), macs=work.macs, elements=work.elements,
+        bytes_moved=work.bytes_moved,
+    )
+
+
+def group_nodes(analysis: Analysis, tasks: tuple[Task, ...]) -> list[int]:
+    return sorted(index for task in tasks for index in analysis.task_nodes(task))
+
+
+def group_op_type(analysis: Analysis, tasks: tuple[Task, ...], number: int) -> str:
+    """A C-identifier op type, unique per group and stable for the same model."""
+    names = "\0".join(analysis.flow.nodes[i].name or str(i) for i in group_nodes(analysis, tasks))
+    return f"HexFuse_{number}_{hashlib.sha1(names.encode()).hexdigest()[:6]}"
+
+
+def fused_op_spec(
+    analysis: Analysis, tasks: tuple[Task, ...], op_type: str = "", node_name: str = "", predicted_gain: float = 0.0
+) -> FusedOp:
+    indices = group_nodes(analysis, tasks)
+    inputs, outputs = boundary(analysis, indices)
+    quant = _quant_params(analysis, indices)
+    names = dict.fromkeys([*inputs, *(n for i in indices for n in analysis.flow.nodes[i].output if n)])
+    tensors = tuple(tensor_spec(analysis, name, quant.get(name)) for name in names if name)
+    by_name = {tensor.name: tensor for tensor in tensors}
+    return FusedOp(
+        op_type=op_type, node_name=node_name,
+        inputs=tuple(by_name[name] for name in inputs), outputs=tuple(by_name[name] for name in outputs),
+        tasks=tuple(task_spec(analysis, task) for task in tasks), tensors=tensors,
+        predicted_gain=round(predicted_gain, 6),
+    )

@@ -1,0 +1,61 @@
+"""Interleaved timing of several session configs and paired statistics with a bootstrap CI."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+
+class Progress:
+    """A line on stderr at most every `every` seconds; silent when quiet."""
+
+    def __init__(self, quiet: bool, every: float = 2.0) -> None:
+        self.quiet, self.every, self.last = quiet, every, 0.0
+
+    def __call__(self, msg: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.quiet or (not force and now - self.last < self.every):
+            return
+        self.last = now
+        print(f"hexfuse ab: {msg}", file=sys.stderr, flush=True)
+
+
+def time_interleaved(runners: dict[str, Callable[[], object]], iters: int, warmup: int,
+                     progress: Progress) -> dict[str, np.ndarray]:
+    """Run every config once per iteration, rotating the order so no config always goes first
+    (caches, clocks and thermal drift then hit all configs alike, and iterations pair up)."""
+    keys = list(runners)
+    for w in range(warmup):
+        for k in keys:
+            runners[k]()
+        progress(f"warmup {w + 1}/{warmup}")
+    times = {k: np.empty(iters) for k in keys}
+    for i in range(iters):
+        shift = i % len(keys)
+        for k in keys[shift:] + keys[:shift]:
+            t0 = time.perf_counter()
+            runners[k]()
+            times[k][i] = (time.perf_counter() - t0) * 1e3
+        progress(f"timing {i + 1}/{iters}")
+    return times
+
+
+def stats(ms: np.ndarray) -> dict:
+    return {"n": int(ms.size), "median_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)),
+            "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean()), "min_ms": float(ms.min()),
+            "max_ms": float(ms.max())}
+
+
+def paired_speedup(ref: np.ndarray, new: np.ndarray, seed: int, n_boot: int = 2000) -> dict:
+    """Speedup = median(ref) / median(new); CI by resampling iteration indices (keeps the pairing)."""
+    rng = np.random.default_rng(seed)
+    n = ref.size
+    idx = rng.integers(0, n, size=(n_boot, n))
+    boot = np.median(ref[idx], axis=1) / np.median(new[idx], axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    ratio = ref / new
+    return {"speedup": float(np.median(ref) / np.median(new)), "ci95": [float(lo), float(hi)],
+            "median_paired_ratio": float(np.median(ratio)), "n_boot": n_boot, "seed": seed,
+            "significant": bool(lo > 1.0 or hi < 1.0)}

@@ -1,0 +1,204 @@
+"""Orchestrates one A/B run: check inputs, build sessions, check equivalence, time, profile, report."""
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from graph_passes.errors import HexfuseError
+
+from . import baselines, compare, latency, models, profile, qnn_session, report, timeline
+from .inputs import load_npz, random_inputs
+from .presets import load_preset
+from .sessions import RunConfig, make_session
+
+
+@dataclass
+class AbOptions:
+    original: str
+    fused: str
+    ep: str = "cpu"
+    qnn_config: str | None = None
+    op_package: str | None = None
+    op_package_name: str = "HexFuse"
+    iters: int = 50
+    warmup: int = 5
+    inputs: str | None = None
+    seed: int = 0
+    report_dir: str | None = None
+    atol: float = 1e-4
+    rtol: float = 1e-3
+    min_cosine: float = 0.9999
+    profile_runs: int = 3
+    quiet: bool = False
+
+
+def _platform(ep: str) -> dict:
+    import onnxruntime as ort
+    info = {"system": platform.system(), "machine": platform.machine(), "python": platform.python_version(),
+            "onnxruntime": ort.__version__, "cpu_count": os.cpu_count()}
+    if ep == "qnn":
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            info["onnxruntime_qnn"] = version("onnxruntime-qnn")
+        except PackageNotFoundError:
+            info["onnxruntime_qnn"] = "unknown"
+    return info
+
+
+def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: str) -> tuple[dict, list[dict]]:
+    """An extra pass with profiling on; returns a summary and the per-node rows for the timeline."""
+    tag = cfg.key
+    if cfg.ep == "qnn":
+        csv_path = out_dir / f"qnn_profile_{tag}.csv"
+        for stale in (csv_path, csv_path.with_name(csv_path.stem + "_qnn.log")):
+            stale.unlink(missing_ok=True)  # the EP appends to an existing file
+        sess = make_session(cfg, qnn_profile_csv=str(csv_path), profiling_level=level)
+        for _ in range(runs):
+            sess.run(None, feeds)
+        del sess
+        gc.collect()  # the CSV is flushed when the session is released
+        parsed = profile.parse_qnn_csv(csv_path)
+        rows = [{"name": n, "duration": c, "start": None} for n, c in parsed["nodes"]]
+        summary = {"format": "qnn_csv", "file": csv_path.name, "unit": "cycles", "runs": parsed["runs"],
+                   "accelerator_cycles_median": float(np.median(parsed["accelerator_cycles"]))
+                   if parsed["accelerator_cycles"] else None,
+                   "serial_sum_cycles": float(sum(c for _, c in parsed["nodes"])),
+                   "nodes": [{"name": n, "cycles": c} for n, c in parsed["nodes"]]}
+        return summary, rows
+    prefix = str(out_dir / f"ort_profile_{tag}")
+    sess = make_session(cfg, profile_prefix=prefix)
+    for _ in range(runs):
+        sess.run(None, feeds)
+    path = Path(sess.end_profiling())
+    del sess
+    final = out_dir / f"ort_profile_{tag}.json"
+    os.replace(path, final)
+    parsed = profile.parse_ort_profile(final)
+    summary = {"format": "ort_json", "file": final.name, "unit": "us", "runs": parsed["runs"],
+               "executors": parsed["executors"], "nodes": parsed["nodes"]}
+    return summary, parsed["nodes"]
+
+
+def run_ab(o: AbOptions) -> dict:
+    prog = latency.Progress(o.quiet)
+    if o.ep not in ("cpu", "qnn"):
+        raise HexfuseError(f"unknown --ep '{o.ep}' (cpu or qnn)")
+    if o.iters < 2 or o.warmup < 0:
+        raise HexfuseError("--iters must be >= 2 and --warmup >= 0")
+    orig_m, fused_m = models.load_model(o.original), models.load_model(o.fused)
+    models.check_compatible(orig_m, fused_m, o.original, o.fused)
+    fused_types = models.fused_op_types(fused_m)
+    fused_count = dict(Counter(n.op_type for n in models.fused_nodes(fused_m)))
+    preset = None
+    if o.ep == "qnn":
+        if not qnn_session.qnn_available():
+            raise HexfuseError("--ep qnn needs the onnxruntime-qnn package (pip install 'hexfuse[qnn]')")
+        preset = load_preset(o.qnn_config)
+    elif o.qnn_config:
+        raise HexfuseError("--qnn-config needs --ep qnn")
+    lib = qnn_session.check_op_package_lib(o.op_package)  # before any session exists
+    if lib and o.ep != "qnn":
+        raise HexfuseError("--op-package needs --ep qnn")
+    if lib and not fused_types:
+        raise HexfuseError(f"--op-package given but {o.fused} has no fused (hexfuse) node")
+    specs = models.graph_inputs(orig_m)
+    feeds = load_npz(o.inputs, specs) if o.inputs else random_inputs(specs, o.seed)
+    out_dir = Path(o.report_dir or f"{Path(o.fused).with_suffix('')}_ab")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="hexfuse_ab_") as work:
+        pl = baselines.plan(o.ep, o.original, o.fused, fused_types, Path(work), preset, lib, o.op_package_name)
+        prog(f"creating {len(pl.runs)} sessions on {o.ep}", force=True)
+        sessions, assign = {}, {}
+        for cfg in pl.runs:
+            sessions[cfg.key] = make_session(cfg)
+            assign[cfg.key] = qnn_session.read_assignment(sessions[cfg.key])
+            if cfg.ep == "qnn":
+                if cfg.key.startswith(("b3", "b4")):  # names the package when it took nothing
+                    qnn_session.check_claimed(assign[cfg.key], fused_count, cfg.model_path)
+                qnn_session.check_ran_on_qnn(assign[cfg.key], cfg.model_path)
+        out_names = [x.name for x in sessions[pl.reference].get_outputs()]
+        outs = {k: s.run(out_names, feeds) for k, s in sessions.items()}
+        equiv = {k: compare.compare_outputs(out_names, outs[pl.reference], outs[k], o.atol, o.rtol, o.min_cosine)
+                 for k in sessions if k != pl.reference}
+        runners = {k: (lambda s=s: s.run(out_names, feeds)) for k, s in sessions.items()}
+        times = latency.time_interleaved(runners, o.iters, o.warmup, prog)
+        del runners, sessions
+        gc.collect()
+        prog("profiling pass", force=True)
+        profiles, timelines = {}, {}
+        level = preset.profiling_level if preset else "detailed"
+        for cfg in pl.runs:
+            summary, rows = _profile_run(cfg, feeds, out_dir, max(1, o.profile_runs), level)
+            profiles[cfg.key] = summary
+            model = orig_m if cfg.role == "original" else fused_m
+            timelines[cfg.key] = timeline.build(rows, model, summary["unit"])
+
+    measured = set(times)
+    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b)
+                for name, a, b in baselines.gain_pairs(measured)}
+    base_rows = [{"key": c.key, "label": c.label, "available": True, "reason": None, "model": c.model_path,
+                  "role": c.role, "ep": c.ep, "latency": latency.stats(times[c.key])} for c in pl.runs]
+    base_rows += pl.unavailable
+    rep = {
+        "models": {"original": os.path.abspath(o.original), "fused": os.path.abspath(o.fused),
+                   "fused_op_types": fused_types, "fused_node_count": sum(fused_count.values())},
+        "ep": o.ep, "platform": _platform(o.ep),
+        "simulator": o.ep == "qnn" and platform.machine().lower() in ("x86_64", "amd64"),
+        "qnn_preset": None if preset is None else {"name": preset.name, "source": preset.source,
+                                                   "provider_options": preset.provider_options,
+                                                   "disable_cpu_ep_fallback": preset.disable_cpu_ep_fallback},
+        "op_package": None if lib is None else {"library": lib, "package": o.op_package_name,
+                                                "op_types": fused_types},
+        "inputs": {"source": o.inputs or f"random(seed={o.seed})",
+                   "tensors": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
+        "iters": o.iters, "warmup": o.warmup,
+        "reference": pl.reference, "primary_fused": pl.primary_fused,
+        "baselines": base_rows,
+        "equivalence": {"passed": all(e["passed"] for e in equiv.values()), "against": pl.reference,
+                        "runs": equiv},
+        "speedups": speedups,
+        "headline": speedups.get(_headline(pl, speedups)),
+        "assignment": {k: a.summary() for k, a in assign.items()},
+        "profiles": profiles,
+        "engines": {k: {kk: v for kk, v in tl.items() if kk != "events"} for k, tl in timelines.items()},
+        "cycles": _cycles_section(profiles),
+        "report_dir": str(out_dir),
+        "raw_latency_ms": {k: [round(float(x), 6) for x in v] for k, v in times.items()},
+    }
+    report.write_all(out_dir, rep, timelines, times)
+    prog(f"report written to {out_dir}", force=True)
+    return rep
+
+
+def _headline(pl: baselines.Plan, speedups: dict) -> str:
+    for name, sp in speedups.items():
+        if sp["reference"] == pl.reference and sp["candidate"] == pl.primary_fused:
+            return name
+    return ""
+
+
+def _cycles_section(profiles: dict) -> dict | None:
+    """On QNN: derived serial (sum of per-node cycles) vs what the accelerator took, per run config."""
+    rows = {k: {"accelerator_cycles": p.get("accelerator_cycles_median"),
+                "serial_sum_cycles": p.get("serial_sum_cycles")}
+            for k, p in profiles.items() if p.get("format") == "qnn_csv"}
+    if not rows:
+        return None
+    out: dict = {"per_run": rows, "gains": {}}
+    serial1 = rows.get("b2_original_best", {}).get("serial_sum_cycles")
+    acc = {k: r["accelerator_cycles"] for k, r in rows.items()}
+    if serial1 and acc.get("b3_fused_serial"):
+        out["gains"]["entry_merge_gain_1_to_3_derived"] = serial1 / acc["b3_fused_serial"]
+    if acc.get("b3_fused_serial") and acc.get("b4_fused_concurrent"):
+        out["gains"]["overlap_gain_3_to_4"] = acc["b3_fused_serial"] / acc["b4_fused_concurrent"]
+    if serial1 and acc.get("b2_original_best"):
+        out["gains"]["qnn_own_overlap_1_to_2_derived"] = serial1 / acc["b2_original_best"]
+    return out

@@ -30,7 +30,7 @@ class Analysis:
         flow = Dataflow.of(inferred)
         units = build_units(flow)
         reach = Reachability(units.successors)
-        tasks = build_tasks(units, reach)
+        tasks = build_tasks(units, reach, [node.op_type for node in flow.nodes])
         return Analysis(flow, units, reach, tasks, BufferMap(flow))
 
     def task_nodes(self, task: Task) -> list[int]:

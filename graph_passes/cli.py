@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     for sub in (analyze, fuse):
         sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
+
+    # The other rooms register their own subcommands.
+    from tools.ab.cli import register as register_ab
+
+    register_ab(commands)
     return parser
 
 

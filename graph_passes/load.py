@@ -95,6 +95,16 @@ def _sorted(path: Path, model: onnx.ModelProto) -> onnx.ModelProto:
     return sorted_model
 
 
+def _check_defined(graph: onnx.GraphProto) -> None:
+    """Name the first tensor nobody defines (the checker's own message blames the sort order)."""
+    defined = {info.name for info in graph.input} | {init.name for init in graph.initializer}
+    defined.update(name for node in graph.node for name in node.output)
+    for node in graph.node:
+        for name in node.input:
+            if name and name not in defined:
+                raise HexfuseError(f"node {node.name or node.op_type!r} reads {name!r}, which no node, input or initializer defines")
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -106,6 +116,7 @@ def load_model(path: str | Path) -> LoadedModel:
     model = _parse(path, raw)
     model, upgraded_from = _upgrade(path, model)
     try:
+        _check_defined(model.graph)
         model = _sorted(path, model)
     except HexfuseError as exc:
         raise HexfuseError(f"{path}: {exc}") from None

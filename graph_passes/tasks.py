@@ -8,7 +8,9 @@ convex, i.e. no other predecessor of the unit is reachable from the task:
                                  MatMul ──> Relu ──> MatMul'        three tasks (matrix, vector, matrix)
     T + u refused when           T ──> x ──> u  and  T ──> u        (x outside T: contracting T+u
                                                                      would create a cycle)
-Units that can never be fused (opaque ops, dynamic shapes) form no task.
+Units that can never be fused (opaque ops, dynamic shapes) form no task. A lone Q or DQ (the
+quantize at a graph input, the dequantize at an output) is a task of its own: joining it to a branch
+would tie that branch to every other branch reading the same quantized tensor.
 """
 
 from __future__ import annotations
@@ -47,7 +49,13 @@ def _joinable(engine: Engine, task_engine: Engine) -> bool:
     return engine is task_engine or task_engine is Engine.FREE
 
 
-def build_tasks(graph: UnitGraph, reach: Reachability) -> list[Task]:
+def _is_lone_qdq(graph: UnitGraph, flow_op_types: list[str], unit: int) -> bool:
+    nodes = graph.units[unit].nodes
+    return len(nodes) == 1 and flow_op_types[nodes[0]] in ("QuantizeLinear", "DequantizeLinear")
+
+
+def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> list[Task]:
+    """``op_types`` lists the op type of every node, by node index."""
     task_of: list[int | None] = [None] * len(graph.units)
     members: list[list[int]] = []
     engines: list[Engine] = []
@@ -56,9 +64,10 @@ def build_tasks(graph: UnitGraph, reach: Reachability) -> list[Task]:
             continue
         preds = graph.predecessors[unit.position]
         chosen = None
-        for pred in preds:
+        lone = _is_lone_qdq(graph, op_types, unit.position)
+        for pred in () if lone else preds:
             task = task_of[pred]
-            if task is None or len(members[task]) >= MAX_TASK_UNITS:
+            if task is None or len(members[task]) >= MAX_TASK_UNITS or _is_lone_qdq(graph, op_types, pred):
                 continue
             if not _joinable(unit.engine, engines[task]):
                 continue

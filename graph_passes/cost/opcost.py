@@ -1,0 +1,263 @@
+"""What one task costs on each engine, from the shapes and dtypes in its fusion spec.
+
+    matrix op (Conv/MatMul/Gemm)                    vector op (HVX)        dma op
+    ┌ DMA   weights + spilled activations in        DMA  spilled in        DMA  copy
+    ├ HVX   pack activations / dequant weights      HVX  compute           (DDR if spilled)
+    ├ HMX   MACs / (rate x tile padding efficiency) DMA  spilled out
+    ├ HVX   requant / unpack output
+    └ DMA   spilled output
+
+Assumptions (documented estimates, refit by calibration): float32 tensors run as fp16 on HTP; a
+tensor behind a DequantizeLinear/QuantizeLinear is stored in its quantized type; Q/DQ nodes around
+a compute node fold into it; static weights are pre-packed at graph prepare (no HVX at run time) but
+fetched from DDR each time; activations up to ``target.resident_mb`` stay in VTCM between ops.
+Depthwise-style convs (<= 4 input channels per group) run on HVX, as on HTP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from graph_passes.cost.target import Target
+from graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+
+_QDQ = {"QuantizeLinear", "DequantizeLinear"}
+_FREE = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout", "Shape", "Size", "Constant",
+         "ConstantOfShape", "Range", "EyeLike"}
+_MATRIX = {"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "MatMul", "MatMulInteger", "QLinearMatMul", "Gemm"}
+_DATAMOVE = {"Transpose", "Concat", "Slice", "Split", "Gather", "GatherElements", "GatherND", "Pad", "Tile", "Expand",
+             "ScatterND", "ScatterElements", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Trilu"}
+_TRANSCENDENTAL = {"Exp", "Log", "Sigmoid", "Tanh", "Gelu", "Erf", "Softplus", "Mish", "Pow", "Div", "Reciprocal",
+                   "Sqrt", "Sin", "Cos", "Elu", "Selu", "Celu", "HardSwish", "HardSigmoid", "Softsign"}
+_NORM = {"LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization", "BatchNormalization",
+         "InstanceNormalization", "GroupNormalization", "LpNormalization", "LRN", "MeanVarianceNormalization"}
+_SOFTMAX = {"Softmax", "LogSoftmax", "Hardmax"}
+_POOL = {"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "TopK"}
+# HVX passes over the data relative to a plain elementwise op (estimate: transcendental via
+# polynomial/LUT ~3x, norms read twice + rsqrt, softmax max/exp/sum/scale).
+_CLASS_WEIGHT = {"elementwise": 1.0, "transcendental": 3.0, "norm": 3.0, "softmax": 4.0, "pool": 1.0, "reduce": 1.0,
+                 "other": 2.0}
+MAX_TILES = 64  # finest cut of one op that the cost model considers
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One node. Times in ns with one HVX context; bytes as stored on HTP."""
+
+    node: str
+    op_type: str
+    op_class: str
+    engine: str  # main engine: "hmx" | "hvx" | "dma" | "none"
+    main_ns: float
+    pack_ns: float = 0.0  # HVX before HMX: activation packing, dynamic-weight dequant
+    requant_ns: float = 0.0  # HVX after HMX
+    ddr_in: float = 0.0
+    ddr_out: float = 0.0
+    vtcm_bytes: float = 0.0  # whole working set
+    min_tile_bytes: float = 0.0  # smallest tile's working set
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    task_id: str
+    engine: str  # the task's engine class from the spec: matrix | vector | dma
+    main_lane: str  # "hmx" | "hvx" | "dma"
+    ops: tuple[OpCost, ...]  # compute nodes only (folded Q/DQ and views dropped)
+    main_ns: float
+    pack_ns: float
+    requant_ns: float
+    ddr_in: float
+    ddr_out: float
+    vtcm_bytes: float
+    min_tile_bytes: float
+
+    @property
+    def hvx_side_ns(self) -> float:
+        return self.pack_ns + self.requant_ns
+
+    @property
+    def dispatches(self) -> int:
+        return max(1, len(self.ops))
+
+
+def op_class(node: NodeSpec, tensors: dict[str, TensorSpec]) -> str:
+    op = node.op_type
+    if op in _MATRIX:
+        if op.startswith("Conv") or op == "QLinearConv":
+            return "depthwise" if _is_depthwise(node, tensors) else "conv"
+        return "matmul"
+    for names, cls in ((_DATAMOVE, "datamove"), (_TRANSCENDENTAL, "transcendental"), (_NORM, "norm"),
+                       (_SOFTMAX, "softmax"), (_POOL, "pool"), (_REDUCE, "reduce")):
+        if op in names:
+            return cls
+    return "elementwise" if op not in _FREE else "other"
+
+
+def _weight_name(node: NodeSpec) -> str:
+    return node.inputs[3] if node.op_type in ("QLinearConv", "QLinearMatMul") else node.inputs[1]
+
+
+def _is_depthwise(node: NodeSpec, tensors: dict[str, TensorSpec]) -> bool:
+    group = int(node.attributes.get("group", 1))
+    weight = tensors.get(_weight_name(node))
+    return group > 1 and weight is not None and len(weight.shape) > 1 and weight.shape[1] <= 4
+
+
+class _Storage:
+    """Bytes per element and static-ness of tensors as HTP stores them (through Q/DQ aliases)."""
+
+    def __init__(self, op: FusedOp):
+        self.tensors = {t.name: t for t in op.tensors}
+        self.alias: dict[str, str] = {}
+        for task in op.tasks:
+            for node in task.nodes:
+                if node.op_type == "DequantizeLinear" and node.outputs:
+                    self.alias[node.outputs[0]] = node.inputs[0]
+                elif node.op_type == "QuantizeLinear" and node.outputs:
+                    self.alias[node.inputs[0]] = node.outputs[0]
+
+    def _root(self, name: str) -> TensorSpec | None:
+        seen = 0
+        while name in self.alias and seen < 4:
+            name, seen = self.alias[name], seen + 1
+        return self.tensors.get(name)
+
+    def itemsize(self, name: str) -> int:
+        tensor = self._root(name)
+        if tensor is None:
+            return 0
+        if tensor.quant is not None:
+            return np.dtype(tensor.quant.dtype).itemsize
+        if tensor.dtype in ("float32", "float64"):
+            return 2  # HTP runs float graphs in fp16
+        try:
+            return np.dtype(tensor.dtype).itemsize
+        except TypeError:
+            return 2
+
+    def nbytes(self, name: str) -> float:
+        tensor = self.tensors.get(name)
+        if not name or tensor is None or not tensor.shape:
+            return 0.0
+        return float(math.prod(tensor.shape)) * self.itemsize(name)
+
+    def static(self, name: str) -> bool:
+        tensor = self._root(name)
+        return bool(tensor and tensor.static)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        tensor = self.tensors.get(name)
+        return tensor.shape if tensor is not None else ()
+
+
+def _spilled(target: Target, nbytes: float) -> float:
+    return nbytes if nbytes > target.resident_bytes else 0.0
+
+
+def _matrix_cost(node: NodeSpec, cls: str, st: _Storage, target: Target) -> OpCost:
+    out = node.outputs[0]
+    weight = _weight_name(node)
+    act = node.inputs[3 if node.op_type == "QLinearMatMul" else 0]
+    out_shape, w_shape, a_shape = st.shape(out), st.shape(weight), st.shape(act)
+    if not out_shape or not w_shape or not a_shape:
+        return OpCost(node.name, node.op_type, cls, "none", 0.0)
+    if node.op_type.startswith("Conv") or node.op_type == "QLinearConv":
+        macs = math.prod(out_shape) * math.prod(w_shape[1:])
+        k_dim, n_dim = w_shape[1], w_shape[0] // max(1, int(node.attributes.get("group", 1)))
+        rows = out_shape[0] * (out_shape[2] if len(out_shape) > 2 else 1)
+    else:
+        k_dim, n_dim = a_shape[-1], out_shape[-1]
+        macs = math.prod(out_shape) * k_dim
+        rows = math.prod(out_shape[:-1])
+    a_bytes, w_bytes, o_bytes = st.nbytes(act), st.nbytes(weight), st.nbytes(out)
+    wide = max(st.itemsize(act), st.itemsize(weight)) > 1
+    clock = target.clock_ghz
+    if cls == "depthwise":
+        main = macs / (target.hvx_int8_macs_per_cycle * clock) * (2.0 if wide else 1.0)
+        engine, pack, requant = "hvx", 0.0, 0.0
+    else:
+        tile = target.hmx_tile
+        padding = (k_dim / (math.ceil(k_dim / tile) * tile)) * (n_dim / (math.ceil(n_dim / tile) * tile))
+        rate = target.hmx_fp16_macs_per_cycle if wide else target.hmx_int8_macs_per_cycle
+        main = macs / (rate * clock) / max(padding, 1e-3)
+        engine = "hmx"
+        pack_rate = target.pack_bytes_per_cycle * clock
+        pack = a_bytes / pack_rate
+        if not st.static(weight):  # a second activation operand must be dequantized and packed at run time
+            pack += w_bytes / (target.dequant_bytes_per_cycle * clock)
+        requant = o_bytes / pack_rate
+    ddr_in = (w_bytes if st.static(weight) else _spilled(target, w_bytes)) + _spilled(target, a_bytes)
+    whole = a_bytes + w_bytes + o_bytes
+    by_rows = w_bytes + (a_bytes + o_bytes) / max(1, min(MAX_TILES, rows))
+    by_cols = a_bytes + (w_bytes + o_bytes) / max(1, min(MAX_TILES, math.ceil(n_dim / target.hmx_tile)))
+    factor = target.factor(cls)
+    return OpCost(node.name, node.op_type, cls, engine, main * factor, pack, requant, ddr_in,
+                  _spilled(target, o_bytes), whole, min(whole, by_rows, by_cols))
+
+
+def _pool_weight(node: NodeSpec) -> float:
+    kernel = node.attributes.get("kernel_shape")
+    strides = node.attributes.get("strides") or (1,) * len(kernel or ())
+    if not kernel:
+        return 1.0
+    return max(1.0, math.prod(kernel) / max(1, math.prod(strides)))
+
+
+def _stream_cost(node: NodeSpec, cls: str, st: _Storage, target: Target) -> OpCost:
+    ins = [st.nbytes(name) for name in node.inputs if name and not st.static(name)]
+    outs = [st.nbytes(name) for name in node.outputs if name]
+    moved = sum(ins) + sum(outs)
+    if cls == "datamove":
+        engine, main = "dma", sum(outs) / target.dma_bytes_per_ns
+    else:
+        weight = _pool_weight(node) if cls == "pool" else _CLASS_WEIGHT.get(cls, 1.0)
+        engine, main = "hvx", moved * weight * target.hvx_ns_per_byte
+    ddr_in = sum(_spilled(target, b) for b in ins)
+    ddr_out = sum(_spilled(target, b) for b in outs)
+    rows = max((st.shape(name)[0] * (st.shape(name)[1] if len(st.shape(name)) > 1 else 1)
+                for name in node.outputs if st.shape(name)), default=1)
+    return OpCost(node.name, node.op_type, cls, engine, main * target.factor(cls), 0.0, 0.0, ddr_in, ddr_out,
+                  moved, moved / max(1, min(MAX_TILES, rows)))
+
+
+def node_cost(node: NodeSpec, st: _Storage, target: Target) -> OpCost | None:
+    """Cost of one node, or None when it costs nothing (views, Q/DQ folded into a compute node)."""
+    if node.op_type in _FREE or node.domain not in ("", "ai.onnx"):
+        return None
+    cls = op_class(node, st.tensors)
+    if node.op_type in _MATRIX:
+        return _matrix_cost(node, cls, st, target)
+    return _stream_cost(node, cls, st, target)
+
+
+def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: _Storage | None = None) -> TaskCost:
+    st = storage or _Storage(op)
+    computes = [n for n in task.nodes if n.op_type not in _QDQ and n.op_type not in _FREE]
+    nodes = computes if computes else [n for n in task.nodes if n.op_type in _QDQ]  # a lone Q/DQ task is real work
+    ops = tuple(c for c in (node_cost(n, st, target) for n in nodes) if c is not None)
+    lanes = {c.engine for c in ops if c.engine != "none"}
+    main_lane = "hmx" if "hmx" in lanes else ({"matrix": "hmx", "vector": "hvx", "dma": "dma"}[task.engine]
+                                              if not lanes else sorted(lanes)[0])
+    if len(lanes) > 1:  # e.g. a depthwise conv in a matrix task: count its HVX work as side work
+        side = sum(c.main_ns for c in ops if c.engine != main_lane and c.engine != "none")
+    else:
+        side = 0.0
+    return TaskCost(
+        task.id, task.engine, main_lane, ops,
+        main_ns=sum(c.main_ns for c in ops if c.engine == main_lane),
+        pack_ns=sum(c.pack_ns for c in ops) + side,
+        requant_ns=sum(c.requant_ns for c in ops),
+        ddr_in=sum(c.ddr_in for c in ops), ddr_out=sum(c.ddr_out for c in ops),
+        vtcm_bytes=max((c.vtcm_bytes for c in ops), default=0.0),
+        min_tile_bytes=max((c.min_tile_bytes for c in ops), default=0.0),
+    )
+
+
+def task_costs(op: FusedOp, target: Target) -> list[TaskCost]:
+    storage = _Storage(op)
+    return [task_cost(task, op, target, storage) for task in op.tasks]

@@ -1,0 +1,187 @@
+"""Per-target engine figures (qnn_configs/targets/*.json): load, validate, look up.
+
+A target file is flat: every figure is ``{"value": number, "source": "<public doc/URL>" | "estimate: why"}``.
+Numbers Qualcomm does not publish (HMX MACs/cycle, HTP clock, dispatch cost) are marked estimates with
+the reasoning that produced them; ``hexfuse calibrate`` refits the per-op-class factors from a
+measured profile.  A bad file fails with one line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from graph_passes.errors import HexfuseError
+
+TARGETS_DIR = Path(__file__).resolve().parents[2] / "qnn_configs" / "targets"
+ALIASES = {
+    "v73": "sm8550", "8gen2": "sm8550", "v75": "sm8650", "8gen3": "sm8650", "v79": "sm8750", "8elite": "sm8750",
+    "xelite": "x-elite", "x1e": "x-elite",
+}
+# Op classes that calibration can scale (opcost.op_class names them).
+OP_CLASSES = (
+    "conv", "matmul", "depthwise", "elementwise", "transcendental", "norm", "softmax", "pool", "reduce",
+    "datamove", "other",
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    clock_ghz: float  # HTP core clock
+    hmx_int8_macs_per_cycle: float
+    hmx_fp16_macs_per_cycle: float
+    hmx_tile: int  # HMX works on tile x tile blocks; smaller dims are padded
+    hvx_contexts: int  # HVX contexts the scheduler may split between tasks
+    hvx_bytes_per_cycle: float  # streaming bytes per cycle per context (elementwise, 8-bit)
+    hvx_int8_macs_per_cycle: float  # per context, for convs that fall back to HVX (depthwise)
+    dma_gbps: float  # one DMA engine, DDR<->VTCM or VTCM<->VTCM
+    ddr_gbps: float  # LPDDR peak, shared with the rest of the SoC
+    ddr_npu_fraction: float  # share of ddr_gbps the NPU sustains
+    vtcm_mb: float
+    resident_mb: float  # activations up to this size stay in VTCM between ops; larger ones go to DDR
+    dispatch_ns: float  # per graph op: QNN sequencing, VTCM bookkeeping, launch of the op
+    launch_ns: float  # per micro-op inside a fused entry: queue push + wait
+    pack_bytes_per_cycle: float  # HVX, per context: layout packing / requant of HMX operands
+    dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
+    factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    path: str = field(default="", compare=False)
+
+    @property
+    def hvx_ns_per_byte(self) -> float:
+        return 1.0 / (self.hvx_bytes_per_cycle * self.clock_ghz)
+
+    @property
+    def ddr_bytes_per_ns(self) -> float:
+        return self.ddr_gbps * self.ddr_npu_fraction
+
+    @property
+    def dma_bytes_per_ns(self) -> float:
+        return self.dma_gbps
+
+    @property
+    def vtcm_bytes(self) -> int:
+        return int(self.vtcm_mb * 2**20)
+
+    @property
+    def resident_bytes(self) -> int:
+        return int(self.resident_mb * 2**20)
+
+    def factor(self, op_class: str) -> float:
+        return self.factors.get(op_class, 1.0)
+
+    def with_values(self, **changes: Any) -> Target:
+        """A copy with some figures changed (tests, calibration, what-if studies)."""
+        return replace(self, **changes)
+
+
+_NUMERIC = [f.name for f in fields(Target) if f.type in ("float", "int")]
+_INTEGER = {f.name for f in fields(Target) if f.type == "int"}
+_FRACTIONS = {"ddr_npu_fraction"}
+
+
+def _fail(where: str, field_name: str, problem: str) -> HexfuseError:
+    return HexfuseError(f"target {where}: field {field_name!r}: {problem}")
+
+
+def _figure(raw: dict[str, Any], name: str, where: str) -> tuple[float, str]:
+    if name not in raw:
+        raise _fail(where, name, "missing")
+    entry = raw[name]
+    if not isinstance(entry, dict) or set(entry) != {"value", "source"}:
+        raise _fail(where, name, 'expected {"value": number, "source": text}')
+    value, source = entry["value"], entry["source"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(where, name, f"value must be a finite number, got {value!r}")
+    if name in _INTEGER and int(value) != value:
+        raise _fail(where, name, f"value must be an integer, got {value!r}")
+    if value <= 0 or (name in _FRACTIONS and value > 1):
+        raise _fail(where, name, f"value {value!r} out of range ({'(0, 1]' if name in _FRACTIONS else '> 0'})")
+    if not isinstance(source, str) or not source.strip():
+        raise _fail(where, name, "source must name a public document/URL or say 'estimate'")
+    return (int(value) if name in _INTEGER else float(value)), source
+
+
+def _factors(raw: dict[str, Any], where: str) -> tuple[dict[str, float], dict[str, str]]:
+    table = raw.get("factors", {})
+    if not isinstance(table, dict):
+        raise _fail(where, "factors", "expected an object of op class -> figure")
+    factors: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for op_class in table:
+        if op_class not in OP_CLASSES:
+            raise _fail(where, f"factors.{op_class}", f"unknown op class (known: {', '.join(OP_CLASSES)})")
+        value, source = _figure(table, op_class, where)
+        factors[op_class], sources[f"factors.{op_class}"] = float(value), source
+    return factors, sources
+
+
+def target_from_dict(raw: Any, where: str) -> Target:
+    if not isinstance(raw, dict):
+        raise HexfuseError(f"target {where}: expected a JSON object")
+    known = {"name", "description", "factors", *_NUMERIC}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise _fail(where, unknown[0], "unknown field (typo?)")
+    for text in ("name", "description"):
+        if not isinstance(raw.get(text), str) or not raw[text].strip():
+            raise _fail(where, text, "must be a non-empty string")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name in _NUMERIC:
+        values[name], sources[name] = _figure(raw, name, where)
+    factors, factor_sources = _factors(raw, where)
+    sources.update(factor_sources)
+    if values["hmx_fp16_macs_per_cycle"] > values["hmx_int8_macs_per_cycle"]:
+        raise _fail(where, "hmx_fp16_macs_per_cycle", "exceeds hmx_int8_macs_per_cycle (HMX fp16 is never faster)")
+    if values["resident_mb"] > values["vtcm_mb"]:
+        raise _fail(where, "resident_mb", "larger than vtcm_mb")
+    return Target(raw["name"], raw["description"], factors=factors, sources=sources, path=where, **values)
+
+
+def target_to_dict(target: Target) -> dict[str, Any]:
+    """The JSON form; round-trips through ``target_from_dict``."""
+    out: dict[str, Any] = {"name": target.name, "description": target.description}
+    for name in _NUMERIC:
+        out[name] = {"value": getattr(target, name), "source": target.sources.get(name, "estimate")}
+    if target.factors:
+        out["factors"] = {
+            c: {"value": round(v, 6), "source": target.sources.get(f"factors.{c}", "estimate")}
+            for c, v in sorted(target.factors.items())
+        }
+    return out
+
+
+def list_targets() -> list[str]:
+    return sorted(p.stem for p in TARGETS_DIR.glob("*.json"))
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    text = str(name_or_path)
+    path = Path(text)
+    if text.endswith(".json") or path.exists():
+        return path
+    name = ALIASES.get(text.lower(), text.lower())
+    candidate = TARGETS_DIR / f"{name}.json"
+    if not candidate.is_file():
+        raise HexfuseError(f"unknown target {text!r} (known: {', '.join(list_targets())}; or give a .json path)")
+    return candidate
+
+
+def load_target(name_or_path: str | Path) -> Target:
+    """A validated Target from a bundled name (``sm8550``, ``v75``, ``x-elite``...) or a JSON path."""
+    path = _resolve(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise HexfuseError(f"target {path}: cannot read: {exc.strerror}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HexfuseError(f"target {path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    return target_from_dict(raw, str(path))

@@ -1,0 +1,14 @@
+"""Cost model of hexfuse: per-target engine figures, per-op costs, a tile schedule simulator, quota
+search and the ``CostScorer`` that the selection pass calls for every candidate group.
+
+    target.py    load/validate qnn_configs/targets/*.json          opcost.py   per-node/task engine costs
+    simulate.py  tiles on lanes (HMX, HVX quota, DMA = DDR share)  quota.py    HVX/VTCM/tile search
+    baselines.py the four baselines of DESIGN.md section 7         scorer.py   CostScorer (Scorer protocol)
+    calibrate.py fit per-op-class factors from a QNN profile CSV   timeline.py Perfetto JSON, PNG, Markdown
+    cli.py       ``hexfuse calibrate`` and the report helpers for ``hexfuse fuse --target``
+"""
+
+from graph_passes.cost.scorer import CostScorer
+from graph_passes.cost.target import Target, list_targets, load_target
+
+__all__ = ["CostScorer", "Target", "list_targets", "load_target"]

@@ -1,0 +1,87 @@
+"""Choose the quota of a concurrent fused entry: HVX contexts per task, VTCM split, tile counts.
+
+The space is small on purpose (the pass scores up to ~1e5 groups): every split of the HVX contexts
+among the tasks that use HVX (a matrix task needs HVX only for packing/requant), times a handful of
+VTCM splits (equal, proportional to working sets, and one favouring each task).  Tile counts follow
+from the VTCM share (simulate.tiles_for).  Every candidate is simulated; the shortest wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from graph_passes.cost.opcost import TaskCost
+from graph_passes.cost.simulate import Infeasible, Schedule, TaskPlan, plan_task, simulate
+from graph_passes.cost.target import Target
+
+
+@dataclass(frozen=True)
+class Quota:
+    hvx: tuple[int, ...]  # contexts per task, in task order
+    vtcm: tuple[float, ...]  # bytes per task
+
+
+@dataclass(frozen=True)
+class QuotaChoice:
+    quota: Quota
+    plans: tuple[TaskPlan, ...]
+    schedule: Schedule
+    tried: int
+
+
+def _uses_hvx(cost: TaskCost) -> bool:
+    return cost.main_lane == "hvx" or cost.hvx_side_ns > 0
+
+
+def hvx_splits(costs: list[TaskCost], contexts: int) -> list[tuple[int, ...]]:
+    users = [i for i, c in enumerate(costs) if _uses_hvx(c)]
+    if not users:
+        return [tuple(0 for _ in costs)]
+    if len(users) > contexts:
+        return []
+    splits = []
+    for combo in itertools.product(range(1, contexts + 1), repeat=len(users)):
+        if sum(combo) != contexts:
+            continue
+        split = [0] * len(costs)
+        for i, n in zip(users, combo):
+            split[i] = n
+        splits.append(tuple(split))
+    return splits
+
+
+def vtcm_splits(costs: list[TaskCost], vtcm: float) -> list[tuple[float, ...]]:
+    n = len(costs)
+    weights = [max(c.vtcm_bytes, 1.0) for c in costs]
+    total = sum(weights)
+    fractions = {tuple(1.0 / n for _ in costs), tuple(w / total for w in weights)}
+    for i in range(n):
+        rest = 0.25 / (n - 1) if n > 1 else 0.0
+        fractions.add(tuple(0.75 if j == i else rest for j in range(n)))
+    # a task never needs more than its whole working set (double-buffered); give the rest away
+    out = []
+    for fraction in sorted(fractions):
+        out.append(tuple(f * vtcm for f in fraction))
+    return out
+
+
+def search_quota(costs: list[TaskCost], target: Target) -> QuotaChoice:
+    """The best concurrent schedule; raises Infeasible with the last reason when nothing fits."""
+    best: QuotaChoice | None = None
+    tried = 0
+    problem = "no HVX split gives every HVX-using task a context"
+    for hvx in hvx_splits(costs, target.hvx_contexts):
+        for vtcm in vtcm_splits(costs, target.vtcm_bytes):
+            try:
+                plans = tuple(plan_task(c, target, h, v, target.launch_ns) for c, h, v in zip(costs, hvx, vtcm))
+            except Infeasible as exc:
+                problem = str(exc)
+                continue
+            tried += 1
+            schedule = simulate(list(plans))
+            if best is None or schedule.makespan < best.schedule.makespan:
+                best = QuotaChoice(Quota(hvx, vtcm), plans, schedule, tried)
+    if best is None:
+        raise Infeasible(problem)
+    return QuotaChoice(best.quota, best.plans, best.schedule, tried)

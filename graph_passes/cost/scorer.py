@@ -1,0 +1,153 @@
+"""``CostScorer``: the Scorer of graph_passes.balance backed by the target cost model.
+
+    score(op) ─> per-task costs (cached per task) ─> optimistic bound ── below margin ──> reject (why)
+                                                          └─> quota search + 4 baselines ─> accept/reject
+
+The verdict's ``gain`` is the time saved against the best existing execution (baseline 2), as a
+fraction of it; ``details`` holds the four baselines (ns), entry-merge and overlap gains, the chosen
+quota and per-task times, so reports can print them without re-running the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graph_passes.balance import Verdict
+from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
+from graph_passes.cost.opcost import TaskCost, _Storage, task_cost
+from graph_passes.cost.simulate import Infeasible, simulate
+from graph_passes.cost.target import Target
+from graph_passes.spec import FusedOp, TaskSpec
+
+UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
+DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound
+CACHE_LIMIT = 200_000
+
+
+def _task_key(task: TaskSpec, op: FusedOp) -> tuple:
+    names = tuple(n.name for n in task.nodes)
+    shapes = tuple(t.shape for t in op.tensors if t.name in set(task.outputs) | set(task.inputs))
+    return (task.engine, names, shapes)
+
+
+@dataclass
+class CostScorer:
+    target: Target
+    min_gain: float = 0.1
+    name: str = "cost"
+    _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
+    _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
+    _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = f"cost[{self.target.name}]"
+
+    # -- per-task, cached ------------------------------------------------------------------------
+    def task_costs(self, op: FusedOp) -> tuple[list[tuple], list[TaskCost]]:
+        keys, costs, storage = [], [], None
+        for task in op.tasks:
+            key = _task_key(task, op)
+            cost = self._tasks.get(key)
+            if cost is None:
+                storage = storage or _Storage(op)
+                cost = task_cost(task, op, self.target, storage)
+                if len(self._tasks) < CACHE_LIMIT:
+                    self._tasks[key] = cost
+            keys.append(key)
+            costs.append(cost)
+        return keys, costs
+
+    def _alone_ns(self, key: tuple, cost: TaskCost) -> float:
+        ns = self._alone.get(key)
+        if ns is None:
+            ns = simulate([alone_plan(cost, self.target)]).makespan
+            self._alone[key] = ns
+        return ns
+
+    # -- the Scorer protocol ---------------------------------------------------------------------
+    def score(self, op: FusedOp) -> Verdict:
+        keys, costs = self.task_costs(op)
+        group_key = tuple(sorted(keys))
+        cached = self._verdicts.get(group_key)
+        if cached is not None:
+            return cached
+        verdict = self._score(keys, costs)
+        if len(self._verdicts) < CACHE_LIMIT:
+            self._verdicts[group_key] = verdict
+        return verdict
+
+    def predict(self, op: FusedOp) -> Baselines:
+        """Full prediction with schedules (for timelines and reports)."""
+        return predict(self.task_costs(op)[1], self.target)
+
+    def _score(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
+        target = self.target
+        alone = [self._alone_ns(k, c) for k, c in zip(keys, costs)]
+        details = {f"task.{c.task_id}.{c.engine}_ns": round(a, 1) for c, a in zip(costs, alone)}
+        plans0 = [alone_plan(c, target) for c in costs]
+        t2 = best_existing(costs, plans0, alone, target)
+        bound = target.dispatch_ns + _lower_bound(costs, target)
+        if 1.0 - bound / t2 < self.min_gain:
+            reason = self._why_not(costs, alone, None) or (
+                f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
+            details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1))
+            return Verdict(False, max(0.0, 1.0 - bound / t2), reason, details)
+        try:
+            base = predict(costs, target)
+        except Infeasible as exc:
+            need = sum(c.min_tile_bytes for c in costs) / 2**20
+            return Verdict(False, 0.0, f"VTCM overflow: needs {need:.2f} MB > {target.vtcm_mb:g} MB and tiling "
+                           f"does not fit ({exc})", details)
+        details.update(baseline_details(base, costs))
+        gain = base.gain
+        if gain < self.min_gain:
+            reason = self._why_not(costs, alone, base) or (
+                f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}")
+            return Verdict(False, gain, reason, details)
+        return Verdict(True, gain, (
+            f"overlap: {base.t4_fused_concurrent / 1e3:.1f} us vs best existing {base.t2_best_existing / 1e3:.1f} us "
+            f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details)
+
+    def _why_not(self, costs: list[TaskCost], alone: list[float], base: Baselines | None) -> str:
+        order = sorted(range(len(costs)), key=lambda i: alone[i])
+        small, big = order[0], order[-1]
+        if alone[big] > 0 and alone[small] / alone[big] < UNBALANCED:
+            return (f"unbalanced: {costs[small].engine} task is {alone[small] / alone[big]:.0%} of "
+                    f"{costs[big].engine} task ({alone[small] / 1e3:.2f} us vs {alone[big] / 1e3:.2f} us)")
+        rate = min(self.target.dma_bytes_per_ns, self.target.ddr_bytes_per_ns)
+        shares = [(c.ddr_in + c.ddr_out) / rate / a if a > 0 else 0.0 for c, a in zip(costs, alone)]
+        if sum(s >= DDR_BOUND for s in shares) >= 2:
+            return "DDR-bound: both tasks saturate bandwidth (" + ", ".join(
+                f"{c.engine} {s:.0%} of its time on DDR" for c, s in zip(costs, shares)) + ")"
+        hvx_users = [c for c in costs if c.main_lane == "hvx" or c.hvx_side_ns > 0]
+        if len(hvx_users) >= 2 and any(c.main_lane == "hmx" and c.hvx_side_ns > 0 for c in hvx_users):
+            side = sum(c.hvx_side_ns for c in costs if c.main_lane == "hmx") / self.target.hvx_contexts
+            matrix = sum(c.main_ns for c in costs if c.main_lane == "hmx")
+            if side > 0.3 * matrix:
+                return (f"HVX-bound: the matrix task's operand packing/requant ({side / 1e3:.2f} us on the whole HVX "
+                        f"pool) competes with the vector task for {self.target.hvx_contexts} HVX contexts")
+        return ""
+
+
+def _lower_bound(costs: list[TaskCost], target: Target) -> float:
+    """No concurrent schedule beats the busiest resource with every task at full speed."""
+    rate = min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns)
+    hmx = sum(c.main_ns for c in costs if c.main_lane == "hmx")
+    dma = sum((c.ddr_in + c.ddr_out) / rate + (c.main_ns if c.main_lane == "dma" else 0.0) for c in costs)
+    hvx = sum(c.hvx_side_ns + (c.main_ns if c.main_lane == "hvx" else 0.0) for c in costs) / target.hvx_contexts
+    return max(hmx, dma, hvx)
+
+
+def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]:
+    details = {
+        "t1_serial": round(base.t1_serial, 1), "t2_best_existing": round(base.t2_best_existing, 1),
+        "t3_fused_serial": round(base.t3_fused_serial, 1), "t4_fused_concurrent": round(base.t4_fused_concurrent, 1),
+        "entry_merge_gain": round(base.entry_merge_gain, 4), "overlap_gain": round(base.overlap_gain, 4),
+        "gain_vs_serial": round(1.0 - base.t4_fused_concurrent / base.t1_serial, 4) if base.t1_serial else 0.0,
+        "quota.candidates": float(base.choice.tried),
+    }
+    for cost, plan in zip(costs, base.choice.plans):
+        details[f"quota.{cost.task_id}.hvx_contexts"] = float(plan.hvx_contexts)
+        details[f"quota.{cost.task_id}.vtcm_mb"] = round(plan.vtcm_bytes / 2**20, 3)
+        details[f"quota.{cost.task_id}.tiles"] = float(plan.tiles)
+    return details

@@ -7,6 +7,8 @@ feeding several nodes anywhere in the model then aborts the whole process. It al
 
     DQ ──> A            DQ   ──> A
        └─> B    ==>     DQ_1 ──> B          (DQ_1 is a copy reading the same quantized tensor)
+
+Consumers are counted per input edge: a Concat reading one DQ output twice gets two DQs.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ def duplicate_shared_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto
     """A copy of ``model`` where each DQ output feeds one node; returns (model, copies made)."""
     graph = model.graph
     outputs = {info.name for info in graph.output}
-    users: dict[str, list[int]] = {}
+    users: dict[str, list[tuple[int, int]]] = {}  # tensor -> (node index, input slot) edges
     for index, node in enumerate(graph.node):
-        for name in dict.fromkeys(node.input):
-            users.setdefault(name, []).append(index)
+        for slot, name in enumerate(node.input):
+            users.setdefault(name, []).append((index, slot))
     shared = [
         node for node in graph.node
         if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx")
@@ -46,10 +48,8 @@ def duplicate_shared_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto
             copy.CopyFrom(dq)
             copy.name = names.fresh(f"{dq.name or 'DequantizeLinear'}_hexfuse_dup")
             copy.output[0] = names.fresh(f"{dq.output[0]}_hexfuse_dup")
-            consumer = nodes[user]
-            for slot, name in enumerate(consumer.input):
-                if name == dq.output[0]:
-                    consumer.input[slot] = copy.output[0]
+            node_index, slot = user
+            nodes[node_index].input[slot] = copy.output[0]
             copies_after.setdefault(index_of[id(dq)], []).append(copy)
             made += 1
     del result.graph.node[:]

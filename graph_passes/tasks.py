@@ -8,6 +8,8 @@ convex, i.e. no other predecessor of the unit is reachable from the task:
                                  MatMul ──> Relu ──> MatMul'        three tasks (matrix, vector, matrix)
     T + u refused when           T ──> x ──> u  and  T ──> u        (x outside T: contracting T+u
                                                                      would create a cycle)
+    no join across a fan-out     p ──> u1, p ──> u2                 (u1, u2 start tasks of their own:
+                                                                     they are the independent branches)
 Units that can never be fused (opaque ops, dynamic shapes) form no task. A lone Q or DQ (the
 quantize at a graph input, the dequantize at an output) is a task of its own: joining it to a branch
 would tie that branch to every other branch reading the same quantized tensor.
@@ -68,6 +70,8 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
         for pred in () if lone else preds:
             task = task_of[pred]
             if task is None or len(members[task]) >= MAX_TASK_UNITS or _is_lone_qdq(graph, op_types, pred):
+                continue
+            if len(graph.successors[pred]) > 1:
                 continue
             if not _joinable(unit.engine, engines[task]):
                 continue

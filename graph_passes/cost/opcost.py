@@ -108,7 +108,7 @@ def _is_depthwise(node: NodeSpec, tensors: dict[str, TensorSpec]) -> bool:
     return group > 1 and weight is not None and len(weight.shape) > 1 and weight.shape[1] <= 4
 
 
-class _Storage:
+class Storage:
     """Bytes per element and static-ness of tensors as HTP stores them (through Q/DQ aliases)."""
 
     def __init__(self, op: FusedOp):
@@ -159,7 +159,7 @@ def _spilled(target: Target, nbytes: float) -> float:
     return nbytes if nbytes > target.resident_bytes else 0.0
 
 
-def _matrix_cost(node: NodeSpec, cls: str, st: _Storage, target: Target) -> OpCost:
+def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCost:
     out = node.outputs[0]
     weight = _weight_name(node)
     act = node.inputs[3 if node.op_type == "QLinearMatMul" else 0]
@@ -208,7 +208,7 @@ def _pool_weight(node: NodeSpec) -> float:
     return max(1.0, math.prod(kernel) / max(1, math.prod(strides)))
 
 
-def _stream_cost(node: NodeSpec, cls: str, st: _Storage, target: Target) -> OpCost:
+def _stream_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCost:
     ins = [st.nbytes(name) for name in node.inputs if name and not st.static(name)]
     outs = [st.nbytes(name) for name in node.outputs if name]
     moved = sum(ins) + sum(outs)
@@ -225,7 +225,7 @@ def _stream_cost(node: NodeSpec, cls: str, st: _Storage, target: Target) -> OpCo
                   moved, moved / max(1, min(MAX_TILES, rows)))
 
 
-def node_cost(node: NodeSpec, st: _Storage, target: Target) -> OpCost | None:
+def node_cost(node: NodeSpec, st: Storage, target: Target) -> OpCost | None:
     """Cost of one node, or None when it costs nothing (views, Q/DQ folded into a compute node)."""
     if node.op_type in _FREE or node.domain not in ("", "ai.onnx"):
         return None
@@ -235,20 +235,19 @@ def node_cost(node: NodeSpec, st: _Storage, target: Target) -> OpCost | None:
     return _stream_cost(node, cls, st, target)
 
 
-def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: _Storage | None = None) -> TaskCost:
-    st = storage or _Storage(op)
-    computes = [n for n in task.nodes if n.op_type not in _QDQ and n.op_type not in _FREE]
-    nodes = computes if computes else [n for n in task.nodes if n.op_type in _QDQ]  # a lone Q/DQ task is real work
-    ops = tuple(c for c in (node_cost(n, st, target) for n in nodes) if c is not None)
+def combine(task_id: str, engine: str, ops: tuple[OpCost, ...]) -> TaskCost:
+    """Nodes of one task run one after another; their costs add, their working sets do not."""
     lanes = {c.engine for c in ops if c.engine != "none"}
-    main_lane = "hmx" if "hmx" in lanes else ({"matrix": "hmx", "vector": "hvx", "dma": "dma"}[task.engine]
-                                              if not lanes else sorted(lanes)[0])
-    if len(lanes) > 1:  # e.g. a depthwise conv in a matrix task: count its HVX work as side work
-        side = sum(c.main_ns for c in ops if c.engine != main_lane and c.engine != "none")
+    if "hmx" in lanes:
+        main_lane = "hmx"
+    elif lanes:
+        main_lane = sorted(lanes)[0] if len(lanes) == 1 else "hvx"
     else:
-        side = 0.0
+        main_lane = {"matrix": "hmx", "vector": "hvx", "dma": "dma"}.get(engine, "hvx")
+    # e.g. a depthwise conv beside a dense one: work off the main lane runs as HVX side work
+    side = sum(c.main_ns for c in ops if c.engine not in (main_lane, "none"))
     return TaskCost(
-        task.id, task.engine, main_lane, ops,
+        task_id, engine, main_lane, ops,
         main_ns=sum(c.main_ns for c in ops if c.engine == main_lane),
         pack_ns=sum(c.pack_ns for c in ops) + side,
         requant_ns=sum(c.requant_ns for c in ops),
@@ -258,6 +257,18 @@ def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: _Storage | N
     )
 
 
+def compute_nodes(task: TaskSpec) -> list[NodeSpec]:
+    """Nodes that cost time: Q/DQ fold into compute nodes unless the task is only Q/DQ."""
+    computes = [n for n in task.nodes if n.op_type not in _QDQ and n.op_type not in _FREE]
+    return computes if computes else [n for n in task.nodes if n.op_type in _QDQ]
+
+
+def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: Storage | None = None) -> TaskCost:
+    st = storage or Storage(op)
+    ops = tuple(c for c in (node_cost(n, st, target) for n in compute_nodes(task)) if c is not None)
+    return combine(task.id, task.engine, ops)
+
+
 def task_costs(op: FusedOp, target: Target) -> list[TaskCost]:
-    storage = _Storage(op)
+    storage = Storage(op)
     return [task_cost(task, op, target, storage) for task in op.tasks]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from graph_passes.balance import Verdict
 from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
-from graph_passes.cost.opcost import TaskCost, _Storage, task_cost
+from graph_passes.cost.opcost import TaskCost, Storage, task_cost
 from graph_passes.cost.simulate import Infeasible, simulate
 from graph_passes.cost.target import Target
 from graph_passes.spec import FusedOp, TaskSpec
@@ -49,7 +49,7 @@ class CostScorer:
             key = _task_key(task, op)
             cost = self._tasks.get(key)
             if cost is None:
-                storage = storage or _Storage(op)
+                storage = storage or Storage(op)
                 cost = task_cost(task, op, self.target, storage)
                 if len(self._tasks) < CACHE_LIMIT:
                     self._tasks[key] = cost

@@ -1,0 +1,128 @@
+"""The pass on real exported models (models/) and Model Zoo 'light' models shipped in the onnx wheel.
+
+Positives fuse at least one group and compute exactly what the original computed on ONNX Runtime;
+negatives fuse nothing and say why; fused QDQ and float models load and run on the QNN EP (HTP
+simulator, no op package) with the same outputs as the original run the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from graph_passes.ort_check import compare_on_cpu
+from graph_passes.pipeline import fuse_model
+from tests import builders
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = json.loads((ROOT / "models" / "catalog.json").read_text())["models"]
+BUNDLED = {entry["file"]: entry["independent_branches"] for entry in CATALOG}
+LIGHT_POSITIVE = ["inception_v1", "inception_v2", "squeezenet", "shufflenet", "resnet50"]
+LIGHT_NEGATIVE = ["alexnet", "vgg19", "zfnet512", "densenet121"]
+# Small enough for the HTP simulator; float LMs need fp16 there (MEM_ALLOC on fp32 MatMul graphs).
+QNN_MODELS = ["googlenet.onnx", "googlenet_qdq.onnx", "gptj_block_qdq.onnx", "moe_layer_qdq.onnx", "llama_prefill_decode_qdq.onnx"]
+
+
+def _path(name: str) -> str:
+    return str(ROOT / "models" / name) if name.endswith(".onnx") else builders.light_model(name)
+
+
+_fused_cache: dict[str, object] = {}
+
+
+def _fuse(name: str):
+    if name not in _fused_cache:
+        _fused_cache[name] = fuse_model(_path(name))
+    return _fused_cache[name]
+
+
+POSITIVES = [n for n, positive in BUNDLED.items() if positive] + LIGHT_POSITIVE
+NEGATIVES = [n for n, positive in BUNDLED.items() if not positive] + LIGHT_NEGATIVE
+
+
+def test_catalog_has_qdq_models():
+    assert sum(entry["kind"] == "qdq" for entry in CATALOG) >= 2
+
+
+@pytest.mark.parametrize("name", POSITIVES)
+def test_positive_model_fuses_and_matches_original_on_cpu(name):
+    result = _fuse(name)
+    assert result.changed and len(result.spec.fused_ops) >= 1
+    fused = onnx.load_model_from_string(result.model_bytes)
+    onnx.checker.check_model(fused, full_check=True)
+    assert len(fused.functions) == len(result.spec.fused_ops)
+    diffs = compare_on_cpu(result.analyzed.loaded.raw, result.model_bytes, seed=7)
+    assert diffs and all(d.equal for d in diffs), [(d.name, d.max_rel) for d in diffs if not d.equal]
+
+
+@pytest.mark.parametrize("name", NEGATIVES)
+def test_negative_model_fuses_nothing_and_says_why(name):
+    result = _fuse(name)
+    assert not result.changed and not result.spec.fused_ops
+    assert result.analyzed.selection.reasons
+    assert all(" reaches " in r or "chain" in r for r in result.analyzed.selection.reasons.values())
+
+
+@pytest.mark.parametrize("name", ["gptj_block_qdq.onnx", "llama_prefill_decode.onnx", "squeezenet"])
+def test_fusing_again_changes_nothing_and_is_byte_identical(tmp_path, name):
+    first = _fuse(name)
+    assert fuse_model(_path(name)).model_bytes == first.model_bytes
+    (tmp_path / "fused.onnx").write_bytes(first.model_bytes)
+    again = fuse_model(tmp_path / "fused.onnx")
+    assert not again.changed and again.model_bytes == first.model_bytes
+
+
+def test_llama_fuses_work_across_the_two_requests():
+    result = _fuse("llama_prefill_decode.onnx")
+    entry = next(e for e in CATALOG if e["file"] == "llama_prefill_decode.onnx")
+    assert entry["requests"]
+    engines = {frozenset(t.engine for t in op.tasks) for op in result.spec.fused_ops}
+    assert any("matrix" in e and len(e) >= 2 for e in engines)
+
+
+def test_fused_qdq_models_keep_every_dq_single_consumer():
+    for name in [n for n in BUNDLED if n.endswith("_qdq.onnx")]:
+        fused = onnx.load_model_from_string(_fuse(name).model_bytes)
+        users: dict[str, int] = {}
+        nodes = list(fused.graph.node) + [n for f in fused.functions for n in f.node]
+        for node in nodes:
+            for tensor in node.input:
+                users[tensor] = users.get(tensor, 0) + 1
+        outputs = {o.name for o in fused.graph.output}
+        for node in nodes:
+            if node.op_type == "DequantizeLinear":
+                assert users.get(node.output[0], 0) + (node.output[0] in outputs) == 1, (name, node.name)
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("onnxruntime_qnn") is None, reason="onnxruntime-qnn is not installed"
+)
+def test_fused_models_run_on_qnn_htp_like_the_original(tmp_path):
+    paths = []
+    for name in QNN_MODELS:
+        fused_path = tmp_path / name
+        fused_path.write_bytes(_fuse(name).model_bytes)
+        paths += [_path(name), str(fused_path)]
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("qnn_compare.py")), *paths],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for row in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert row["qnn_nodes"][0] > 0 and row["qnn_nodes"] == [row["qnn_nodes"][0]] * 2, row
+        assert row["cpu_nodes"][0] == row["cpu_nodes"][1], row
+        for max_abs, reference in zip(row["max_abs"], row["max_ref"]):
+            if "moe_layer" in row["original"]:
+                # Measured: on the HTP simulator the *original* moe_layer_qdq is already off from the
+                # float model by 0.015 on an output range of 0.008 (CPU EP: 0.0026), and two runs of
+                # the same original differ by 1 LSB; the TopK router amplifies such differences. So
+                # only "runs, on the same EPs" is asserted for it; the other models must be exact.
+                assert max_abs <= 2 * reference, row
+            else:
+                assert max_abs == 0.0, row

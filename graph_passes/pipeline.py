@@ -116,6 +116,10 @@ def write_outputs(result: FuseResult, out: Path, report_text: str) -> None:
         raise HexfuseError(f"{out}: refusing to overwrite the input model")
     spec = result.spec
     spec = FusionSpec(out.name, spec.source_sha256, spec.target, spec.fused_ops)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HexfuseError(f"{out}: cannot create output directory: {exc.strerror}") from None
     write_atomic(out, result.model_bytes)
     write_atomic(spec_path(out), spec.to_json().encode())
     write_atomic(report_path(out), report_text.encode())

@@ -2,7 +2,7 @@
 
     matrix op (Conv/MatMul/Gemm)                    vector op (HVX)        dma op
     ┌ DMA   weights + spilled activations in        DMA  spilled in        DMA  copy
-    ├ HVX   pack activations / dequant weights      HVX  compute           (DDR if spilled)
+    ├ HVX   dequant/pack run-time weights           HVX  compute           (DDR if spilled)
     ├ HMX   MACs / (rate x tile padding efficiency) DMA  spilled out
     ├ HVX   requant / unpack output
     └ DMA   spilled output
@@ -10,7 +10,9 @@
 Assumptions (documented estimates, refit by calibration): float32 tensors run as fp16 on HTP; a
 tensor behind a DequantizeLinear/QuantizeLinear is stored in its quantized type; Q/DQ nodes around
 a compute node fold into it; static weights are pre-packed at graph prepare (no HVX at run time) but
-fetched from DDR each time; activations up to ``target.resident_mb`` stay in VTCM between ops.
+fetched from DDR each time; activations up to ``target.resident_mb`` stay in VTCM between ops and
+keep HTP's tiled layout (no input packing); HMX outputs need an HVX requant/layout pass; a run-time
+weight operand (MatMul of two activations) needs HVX dequant + packing.
 Depthwise-style convs (<= 4 input channels per group) run on HVX, as on HTP.
 """
 
@@ -54,7 +56,7 @@ class OpCost:
     op_class: str
     engine: str  # main engine: "hmx" | "hvx" | "dma" | "none"
     main_ns: float
-    pack_ns: float = 0.0  # HVX before HMX: activation packing, dynamic-weight dequant
+    pack_ns: float = 0.0  # HVX before HMX: dequant + packing of a run-time weight operand
     requant_ns: float = 0.0  # HVX after HMX
     ddr_in: float = 0.0
     ddr_out: float = 0.0
@@ -176,6 +178,8 @@ def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCos
         rows = math.prod(out_shape[:-1])
     a_bytes, w_bytes, o_bytes = st.nbytes(act), st.nbytes(weight), st.nbytes(out)
     wide = max(st.itemsize(act), st.itemsize(weight)) > 1
+    # Conv/Gemm weights are constants even in old models that also list initializers as graph inputs
+    prepacked = st.static(weight) or node.op_type != "MatMul" and "MatMul" not in node.op_type
     clock = target.clock_ghz
     if cls == "depthwise":
         main = macs / (target.hvx_int8_macs_per_cycle * clock) * (2.0 if wide else 1.0)
@@ -186,12 +190,11 @@ def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCos
         rate = target.hmx_fp16_macs_per_cycle if wide else target.hmx_int8_macs_per_cycle
         main = macs / (rate * clock) / max(padding, 1e-3)
         engine = "hmx"
-        pack_rate = target.pack_bytes_per_cycle * clock
-        pack = a_bytes / pack_rate
-        if not st.static(weight):  # a second activation operand must be dequantized and packed at run time
-            pack += w_bytes / (target.dequant_bytes_per_cycle * clock)
-        requant = o_bytes / pack_rate
-    ddr_in = (w_bytes if st.static(weight) else _spilled(target, w_bytes)) + _spilled(target, a_bytes)
+        # activations stay in HTP's tiled layout between ops; a run-time weight operand (attention's
+        # K/V, MoE expert inputs) must be dequantized/transposed/packed by HVX before HMX can read it
+        pack = 0.0 if prepacked else w_bytes / (target.dequant_bytes_per_cycle * clock)
+        requant = o_bytes / (target.pack_bytes_per_cycle * clock)  # HMX accumulators -> output type/layout
+    ddr_in = (w_bytes if prepacked else _spilled(target, w_bytes)) + _spilled(target, a_bytes)
     whole = a_bytes + w_bytes + o_bytes
     by_rows = w_bytes + (a_bytes + o_bytes) / max(1, min(MAX_TILES, rows))
     by_cols = a_bytes + (w_bytes + o_bytes) / max(1, min(MAX_TILES, math.ceil(n_dim / target.hmx_tile)))

@@ -81,6 +81,14 @@ class CostScorer:
         return predict(self.task_costs(op)[1], self.target)
 
     def _score(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
+        try:
+            return self._score_feasible(keys, costs)
+        except Infeasible as exc:  # a task alone, or every concurrent VTCM split, cannot hold one tile
+            need = sum(c.min_tile_bytes for c in costs) / 2**20
+            return Verdict(False, 0.0, f"VTCM overflow: needs {need:.2f} MB > {self.target.vtcm_mb:g} MB and "
+                           f"tiling does not fit ({exc})", {})
+
+    def _score_feasible(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
         target = self.target
         alone = [self._alone_ns(k, c) for k, c in zip(keys, costs)]
         details = {f"task.{c.task_id}.{c.engine}_ns": round(a, 1) for c, a in zip(costs, alone)}
@@ -88,27 +96,21 @@ class CostScorer:
         t2 = best_existing(costs, plans0, alone, target)
         bound = target.dispatch_ns + _lower_bound(costs, target)
         if 1.0 - bound / t2 < self.min_gain:
-            reason = self._why_not(costs, alone, None) or (
+            reason = self._why_not(costs, alone) or (
                 f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
             details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1))
             return Verdict(False, max(0.0, 1.0 - bound / t2), reason, details)
-        try:
-            base = predict(costs, target)
-        except Infeasible as exc:
-            need = sum(c.min_tile_bytes for c in costs) / 2**20
-            return Verdict(False, 0.0, f"VTCM overflow: needs {need:.2f} MB > {target.vtcm_mb:g} MB and tiling "
-                           f"does not fit ({exc})", details)
+        base = predict(costs, target)
         details.update(baseline_details(base, costs))
         gain = base.gain
         if gain < self.min_gain:
-            reason = self._why_not(costs, alone, base) or (
-                f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}")
+            reason = self._why_not(costs, alone) or f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}"
             return Verdict(False, gain, reason, details)
         return Verdict(True, gain, (
             f"overlap: {base.t4_fused_concurrent / 1e3:.1f} us vs best existing {base.t2_best_existing / 1e3:.1f} us "
             f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details)
 
-    def _why_not(self, costs: list[TaskCost], alone: list[float], base: Baselines | None) -> str:
+    def _why_not(self, costs: list[TaskCost], alone: list[float]) -> str:
         order = sorted(range(len(costs)), key=lambda i: alone[i])
         small, big = order[0], order[-1]
         if alone[big] > 0 and alone[small] / alone[big] < UNBALANCED:

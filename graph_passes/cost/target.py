@@ -46,7 +46,7 @@ class Target:
     resident_mb: float  # activations up to this size stay in VTCM between ops; larger ones go to DDR
     dispatch_ns: float  # per graph op: QNN sequencing, VTCM bookkeeping, launch of the op
     launch_ns: float  # per micro-op inside a fused entry: queue push + wait
-    pack_bytes_per_cycle: float  # HVX, per context: layout packing / requant of HMX operands
+    pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
     sources: dict[str, str] = field(default_factory=dict, compare=False)

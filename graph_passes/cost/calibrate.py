@@ -1,0 +1,182 @@
+"""Fit per-op-class time factors of a target from a QNN EP detailed profile (``hexfuse calibrate``).
+
+Profile CSV (onnxruntime-qnn, provider options profiling_level=detailed, profiling_file_path=x.csv):
+
+    Msg Timestamp,Message,Time,Unit of Measurement,Timing Source,Event Level,Event Identifier
+    0,BACKEND,596159,CYCLES,BACKEND,ROOT,Accelerator (execute) time (cycles)     <- one block per run
+    0,NODE,532591,CYCLES,BACKEND,SUB-EVENT,conv0_token_1:OpId_22 (cycles)        <- per node, HTP cycles
+    0,NODE,7700,CYCLES,BACKEND,SUB-EVENT,relu0:OpId_26 (cycles)
+
+Node rows name the ONNX node (QNN may append ``_token_<n>``); rows of nodes QNN inserted itself
+(``Input``, ``Output``, layout ``Transpose_token_4``) match no model node and are skipped.  Per node
+the median over runs is used; cycles become ns with the target's clock.
+
+Model: measured_n = dispatch_ns + alone_time(node with its class's main-engine time x f_class).
+alone_time is monotone in f, so each class's f solves sum_n log(pred_n(f) / measured_n) = 0 by
+bisection in log space.  A class whose nodes are DMA-bound (f changes nothing) keeps its old factor.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from graph_passes.cost.baselines import alone_plan
+from graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
+from graph_passes.cost.simulate import simulate
+from graph_passes.cost.target import Target
+from graph_passes.errors import HexfuseError
+from graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+
+HEADER = ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source", "Event Level", "Event Identifier"]
+_NODE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_\d+ \(cycles\)$")
+_TOKEN = re.compile(r"_token_\d+$")
+
+
+@dataclass(frozen=True)
+class ModelNodes:
+    """Every node of a model with its tensors, as the cost model sees them."""
+
+    nodes: dict[str, NodeSpec]
+    storage: Storage
+
+
+@dataclass(frozen=True)
+class Fit:
+    target: Target
+    factors: dict[str, float]
+    nodes_used: dict[str, int]  # op class -> matched nodes
+    skipped: list[str]  # profile rows that match no model node
+    residual: float  # median |log(pred/measured)| after the fit
+
+
+def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
+    """(node name -> median cycles over runs, number of runs) from a QNN detailed profile CSV."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise HexfuseError(f"profile {path}: cannot read: {exc.strerror}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or "Event Identifier" not in reader.fieldnames:
+        raise HexfuseError(f"profile {path}: not a QNN profiling CSV (no 'Event Identifier' column)")
+    runs = 0
+    samples: dict[str, list[float]] = {}
+    for row in reader:
+        ident = (row.get("Event Identifier") or "").strip()
+        if ident == "Accelerator (execute) time (cycles)":
+            runs += 1
+            continue
+        if (row.get("Message") or "").strip() != "NODE" or (row.get("Unit of Measurement") or "").upper() != "CYCLES":
+            continue
+        match = _NODE.match(ident)
+        if not match:
+            continue
+        try:
+            samples.setdefault(match.group("name").strip(), []).append(float(row["Time"]))
+        except (TypeError, ValueError):
+            raise HexfuseError(f"profile {path}: row {ident!r} has a non-numeric Time {row.get('Time')!r}") from None
+    if not samples:
+        raise HexfuseError(f"profile {path}: no per-node cycle rows (was profiling_level=detailed?)")
+    return {name: statistics.median(values) for name, values in samples.items()}, max(runs, 1)
+
+
+def model_nodes(path: str | Path) -> ModelNodes:
+    from graph_passes.analysis import Analysis
+    from graph_passes.load import load_model
+    from graph_passes.spec_builder import node_spec, tensor_spec
+
+    analysis = Analysis.of(load_model(path).inferred)
+    flow = analysis.flow
+    specs = [node_spec(node) for node in flow.nodes]
+    names = dict.fromkeys(n for node in flow.nodes for n in (*node.input, *node.output) if n)
+    tensors = tuple(tensor_spec(analysis, name) for name in names if flow.types.get(name) is not None)
+    op = FusedOp("", "", (), (), (TaskSpec("model", "vector", tuple(specs), (), ()),), tensors)
+    return ModelNodes({spec.name: spec for spec in specs if spec.name}, Storage(op))
+
+
+def _match(name: str, nodes: dict[str, NodeSpec]) -> NodeSpec | None:
+    return nodes.get(name) or nodes.get(_TOKEN.sub("", name))
+
+
+def node_ns(cost: OpCost, target: Target, factor: float) -> float:
+    """Predicted time of one node run as its own QNN op, with its class factor set to ``factor``."""
+    scaled = replace(cost, main_ns=cost.main_ns * factor)
+    return target.dispatch_ns + simulate([alone_plan(combine(cost.node, "vector", (scaled,)), target)]).makespan
+
+
+def _unit_costs(nodes: ModelNodes, base: Target) -> dict[str, OpCost]:
+    """Node costs with every class factor 1 (the factor is what calibration solves for)."""
+    neutral = replace(base, factors={})
+    out = {}
+    for name, node in nodes.nodes.items():
+        cost = node_cost(node, nodes.storage, neutral)
+        if cost is not None and cost.engine != "none":
+            out[name] = cost
+    return out
+
+
+def _solve(costs: list[OpCost], measured: list[float], target: Target, old: float) -> float:
+    def g(factor: float) -> float:
+        return sum(math.log(node_ns(c, target, factor) / m) for c, m in zip(costs, measured))
+
+    lo, hi = 1e-3, 1e3
+    if g(lo) >= 0 or g(hi) <= 0 or abs(g(hi) - g(lo)) < 1e-6:
+        return old  # the factor cannot explain these times (e.g. DMA-bound nodes)
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if g(mid) < 0 else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def fit_profile(profile: str | Path, model: str | Path, base: Target) -> Fit:
+    cycles, _ = parse_profile(profile)
+    nodes = model_nodes(model)
+    units = _unit_costs(nodes, base)
+    by_class: dict[str, tuple[list[OpCost], list[float]]] = {}
+    skipped = []
+    for name, value in cycles.items():
+        node = _match(name, nodes.nodes)
+        cost = units.get(node.name) if node is not None else None
+        if cost is None or value <= 0:
+            skipped.append(name)
+            continue
+        group = by_class.setdefault(cost.op_class, ([], []))
+        group[0].append(cost)
+        group[1].append(value / base.clock_ghz)
+    if not by_class:
+        raise HexfuseError(f"profile {profile}: no row matches a node of {model} (is it the profiled model?)")
+    neutral = replace(base, factors={})
+    factors = dict(base.factors)
+    for cls, (costs, measured) in sorted(by_class.items()):
+        factors[cls] = _solve(costs, measured, neutral, base.factor(cls))
+    residuals = [abs(math.log(node_ns(c, neutral, factors[cls]) / m))
+                 for cls, (costs, measured) in by_class.items() for c, m in zip(costs, measured)]
+    sources = dict(base.sources)
+    for cls, (costs, _) in by_class.items():
+        sources[f"factors.{cls}"] = f"fitted from {Path(profile).name} ({len(costs)} nodes of {Path(model).name})"
+    fitted = replace(base, factors=factors, sources=sources)
+    return Fit(fitted, factors, {c: len(v[0]) for c, v in by_class.items()}, skipped, statistics.median(residuals))
+
+
+def synthesize_profile(model: str | Path, target: Target, runs: int = 3) -> str:
+    """A profile CSV in QNN's format with the times ``target`` predicts (calibration tests, dry runs)."""
+    nodes = model_nodes(model)
+    units = _unit_costs(nodes, target)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    for _ in range(runs):
+        writer.writerow([0, "BACKEND", 1, "CYCLES", "BACKEND", "ROOT", "Accelerator (execute) time (cycles)"])
+        writer.writerow([0, "NODE", 3000, "CYCLES", "BACKEND", "SUB-EVENT", "Input OpId_2 (cycles)"])
+        for op_id, (name, cost) in enumerate(units.items(), start=10):
+            ns = node_ns(cost, replace(target, factors={}), target.factor(cost.op_class))
+            label = f"{name}_token_{op_id}" if op_id % 2 else name
+            writer.writerow([0, "NODE", round(ns * target.clock_ghz), "CYCLES", "BACKEND", "SUB-EVENT",
+                             f"{label}:OpId_{op_id} (cycles)"])
+        writer.writerow([0, "NODE", 2000, "CYCLES", "BACKEND", "SUB-EVENT", "Output OpId_3 (cycles)"])
+    return out.getvalue()

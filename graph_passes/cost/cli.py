@@ -1,0 +1,107 @@
+"""``hexfuse calibrate`` and the cost report helpers that ``hexfuse fuse --target`` calls.
+
+    hexfuse calibrate PROFILE.csv --model MODEL.onnx --target sm8550 -o my_phone.json
+    hexfuse fuse MODEL.onnx -o out.onnx --target my_phone.json     (after the lead wires --target)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from graph_passes.cost.baselines import Baselines
+from graph_passes.cost.scorer import CostScorer
+from graph_passes.cost.simulate import Infeasible
+from graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
+from graph_passes.errors import HexfuseError
+from graph_passes.io import write_atomic
+from graph_passes.spec import FusedOp
+
+
+def scorer_for(target: str | Path | Target, min_gain: float) -> CostScorer:
+    """The scorer for ``--target``/``--min-gain``: a bundled name (see ``list_targets()``) or a JSON path."""
+    return CostScorer(target if isinstance(target, Target) else load_target(target), min_gain)
+
+
+def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:
+    return target if isinstance(target, CostScorer) else scorer_for(target, 0.0)
+
+
+def _predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> tuple[list[Baselines | None], list]:
+    bases, costs = [], []
+    for op in fused_ops:
+        _, task_costs = scorer.task_costs(op)
+        costs.append(task_costs)
+        try:
+            bases.append(scorer.predict(op))
+        except Infeasible:
+            bases.append(None)
+    return bases, costs
+
+
+def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
+                       out_prefix: Path) -> list[Path]:
+    """Write ``<out_prefix>.timeline.json`` (Perfetto) and ``<out_prefix>.timeline.png``; return their paths."""
+    from graph_passes.cost.timeline import write_reports
+
+    scorer = _as_scorer(target)
+    bases, costs = _predictions(fused_ops, scorer)
+    return write_reports(fused_ops, bases, costs, scorer.target, Path(out_prefix))
+
+
+def render_cost_markdown(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer) -> str:
+    """A Markdown section: the four baselines, both gains and the quota of every fused group."""
+    from graph_passes.cost.timeline import render_markdown
+
+    scorer = _as_scorer(target)
+    bases, _ = _predictions(fused_ops, scorer)
+    return render_markdown(fused_ops, bases, scorer.target)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="fit per-op-class cost factors of a target from a QNN detailed profile CSV",
+        description="Read a QNN EP profile (profiling_level=detailed) of MODEL and write a target JSON whose "
+                    "per-op-class factors reproduce the measured node times.")
+    parser.add_argument("profile", help="QNN EP profiling CSV (per-node cycle rows)")
+    parser.add_argument("--model", required=True, help="the ONNX model that was profiled (node names, shapes)")
+    parser.add_argument("--target", default="sm8550",
+                        help=f"base target: one of {', '.join(list_targets())} or a JSON path (default sm8550)")
+    parser.add_argument("-o", "--output", required=True, help="the calibrated target JSON to write")
+    parser.add_argument("--name", help="name of the new target (default: output file stem)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from graph_passes.cost.calibrate import fit_profile
+
+    base = load_target(args.target)
+    fit = fit_profile(args.profile, args.model, base)
+    out = Path(args.output)
+    name = args.name or out.stem
+    fitted = fit.target.with_values(name=name, description=f"{base.description}; calibrated from {Path(args.profile).name}")
+    write_atomic(out, (json.dumps(target_to_dict(fitted), indent=1) + "\n").encode())
+    load_target(out)  # what we wrote must load
+    classes = ", ".join(f"{c} x{fit.factors[c]:.3g} ({n} nodes)" for c, n in sorted(fit.nodes_used.items()))
+    print(f"hexfuse: calibrated {name}: {classes}; median |log error| {fit.residual:.3f}; "
+          f"{len(fit.skipped)} profile rows matched no model node; wrote {out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (until ``register`` is wired into ``hexfuse``): python -m graph_passes.cost.cli ..."""
+    parser = argparse.ArgumentParser(prog="hexfuse-cost")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except HexfuseError as exc:
+        print(f"hexfuse: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

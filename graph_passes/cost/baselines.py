@@ -25,7 +25,13 @@ from dataclasses import dataclass
 
 from graph_passes.cost.opcost import TaskCost
 from graph_passes.cost.quota import QuotaChoice, search_quota
-from graph_passes.cost.simulate import Schedule, TaskPlan, plan_task, run_serial, simulate
+from graph_passes.cost.simulate import (
+    Schedule,
+    TaskPlan,
+    plan_task,
+    run_serial,
+    simulate,
+)
 from graph_passes.cost.target import Target
 
 
@@ -68,7 +74,7 @@ def best_existing(costs: list[TaskCost], plans: list[TaskPlan], alone: list[floa
     t1 = sum(alone) + target.dispatch_ns * sum(c.dispatches for c in costs)
     best_saving = 0.0
     for order in itertools.permutations(range(len(costs))):
-        saving = sum(min(_prefetch_ns(plans[b]), alone[a]) for a, b in zip(order, order[1:]))
+        saving = sum(min(_prefetch_ns(plans[b]), alone[a]) for a, b in itertools.pairwise(order))
         best_saving = max(best_saving, saving)
     return t1 - best_saving
 

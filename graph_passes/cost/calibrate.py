@@ -31,7 +31,7 @@ from graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
 from graph_passes.cost.simulate import simulate
 from graph_passes.cost.target import Target
 from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+from graph_passes.spec import FusedOp, NodeSpec, TaskSpec
 
 HEADER = ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source", "Event Level", "Event Identifier"]
 _NODE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_\d+ \(cycles\)$")

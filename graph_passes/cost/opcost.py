@@ -244,7 +244,7 @@ def combine(task_id: str, engine: str, ops: tuple[OpCost, ...]) -> TaskCost:
     if "hmx" in lanes:
         main_lane = "hmx"
     elif lanes:
-        main_lane = sorted(lanes)[0] if len(lanes) == 1 else "hvx"
+        main_lane = min(lanes) if len(lanes) == 1 else "hvx"
     else:
         main_lane = {"matrix": "hmx", "vector": "hvx", "dma": "dma"}.get(engine, "hvx")
     # e.g. a depthwise conv beside a dense one: work off the main lane runs as HVX side work

@@ -12,7 +12,13 @@ import itertools
 from dataclasses import dataclass
 
 from graph_passes.cost.opcost import TaskCost
-from graph_passes.cost.simulate import Infeasible, Schedule, TaskPlan, plan_task, simulate
+from graph_passes.cost.simulate import (
+    Infeasible,
+    Schedule,
+    TaskPlan,
+    plan_task,
+    simulate,
+)
 from graph_passes.cost.target import Target
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from graph_passes.balance import Verdict
 from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
-from graph_passes.cost.opcost import TaskCost, Storage, task_cost
+from graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from graph_passes.cost.simulate import Infeasible, simulate
 from graph_passes.cost.target import Target
 from graph_passes.spec import FusedOp, TaskSpec

@@ -127,9 +127,9 @@ def figure_png(ops: Sequence[FusedOp], bases: Sequence[Baselines | None], target
 
 def render_markdown(ops: Sequence[FusedOp], bases: Sequence[Baselines | None], target, verdicts=None) -> str:
     lines = [f"## Predicted timelines (cost model, target `{target.name}`)", "",
-             "t1 original serial, t2 best existing (QNN DMA prefetch), t3 one entry serial, t4 one entry "
-             "concurrent; times in us. Entry-merge gain = (t1-t3)/t1, overlap gain = (t3-t4)/t1; "
-             "gain = 1 - t4/t2.", "",
+             ("t1 original serial, t2 best existing (QNN DMA prefetch), t3 one entry serial, t4 one entry "
+              "concurrent; times in us. Entry-merge gain = (t1-t3)/t1, overlap gain = (t3-t4)/t1; "
+              "gain = 1 - t4/t2."), "",
              "| fused op | tasks | t1 | t2 | t3 | t4 | entry merge | overlap | gain | quota (HVX ctx / VTCM MB / tiles) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for op, base in zip(ops, bases):

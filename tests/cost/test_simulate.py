@@ -60,7 +60,7 @@ def test_list_scheduler_respects_lanes_and_order():
         by_lane.setdefault(slot.lane, []).append(slot)
     for slots in by_lane.values():  # a lane runs one micro-op at a time
         slots.sort(key=lambda s: s.start)
-        assert all(a.end <= b.start + 1e-9 for a, b in zip(slots, slots[1:]))
+        assert all(a.end <= b.start + 1e-9 for a, b in itertools.pairwise(slots))
     a_slots = {(s.tile, s.kind): s for s in schedule.slots if s.task_id == "a"}
     for tile in range(3):  # compute of a tile never starts before its data arrived
         assert a_slots[(tile, "compute")].start >= a_slots[(tile, "dma_in")].end

@@ -1,0 +1,83 @@
+"""CostScorer inside the real pass on bundled light models, and the report files it feeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+
+from graph_passes.cost import CostScorer, load_target
+from graph_passes.cost.cli import render_cost_markdown, scorer_for, write_cost_reports
+from graph_passes.pipeline import analyze_model
+from tests.cost.specs import fused, matmul_task, vector_task
+
+LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
+BASELINES = ("t1_serial", "t2_best_existing", "t3_fused_serial", "t4_fused_concurrent")
+
+
+@pytest.fixture(scope="module")
+def inception():
+    scorer = CostScorer(load_target("sm8550"), 0.1)
+    return scorer, analyze_model(LIGHT / "light_inception_v1.onnx", scorer=scorer)
+
+
+def test_pass_fuses_only_groups_that_clear_the_margin(inception):
+    scorer, result = inception
+    assert result.selection.groups, "inception_v1 has independent conv/relu branches"
+    for group in result.selection.groups:
+        verdict = group.verdict
+        assert verdict.accepted and verdict.gain >= 0.1
+        assert all(key in verdict.details for key in BASELINES)
+        d = verdict.details
+        assert d["t4_fused_concurrent"] < d["t2_best_existing"] <= d["t1_serial"]
+        assert d["entry_merge_gain"] + d["overlap_gain"] == pytest.approx(d["gain_vs_serial"], abs=2e-4)
+        assert any(key.endswith(".hvx_contexts") for key in d)
+    rejected = [r for r in result.selection.reasons.values() if "scorer" in r]
+    assert rejected and all(scorer.name in r for r in rejected)
+
+
+def test_negative_control_fuses_nothing():
+    result = analyze_model(LIGHT / "light_bvlc_alexnet.onnx", scorer=CostScorer(load_target("sm8650"), 0.1))
+    assert not result.fused_ops
+
+
+def test_scoring_is_cached_and_fast():
+    scorer = CostScorer(load_target("sm8750"), 0.1)
+    ops = [fused(matmul_task(f"m{i}", 256, 512, 512), vector_task(f"v{i}", (512, 256 + 32 * i), "Softmax"))
+           for i in range(20)]
+    start = time.perf_counter()
+    first = [scorer.score(op) for op in ops]
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(50):
+        again = [scorer.score(op) for op in ops]
+    warm = (time.perf_counter() - start) / 50
+    assert again == first
+    assert cold / len(ops) < 0.05  # < 50 ms per new group, quota search included
+    assert warm / len(ops) < 1e-3  # repeated groups come from the cache
+
+
+def test_reports_trace_png_and_markdown(inception, tmp_path):
+    scorer, result = inception
+    paths = write_cost_reports(result.fused_ops, scorer, tmp_path / "out")
+    assert [p.name for p in paths] == ["out.timeline.json", "out.timeline.png"]
+    trace = json.loads(paths[0].read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"1 original serial", "4 fused concurrent/hmx", "3 fused serial/hmx"} <= tracks
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
+    assert len({e["pid"] for e in slices}) == len(result.fused_ops)
+    assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(os.listdir(tmp_path)) == ["out.timeline.json", "out.timeline.png"]  # no temp files left
+    table = render_cost_markdown(result.fused_ops, "sm8550")
+    rows = [line for line in table.splitlines() if line.startswith("| `HexFuse")]
+    assert len(rows) == len(result.fused_ops)
+
+
+def test_scorer_for_names_and_paths():
+    assert scorer_for("v73", 0.2).target.name == "sm8550"
+    assert scorer_for("v73", 0.2).min_gain == 0.2

@@ -12,7 +12,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_passes.cost import load_target
-from graph_passes.cost.calibrate import _unit_costs, fit_profile, model_nodes, node_ns, parse_profile, synthesize_profile
+from graph_passes.cost.calibrate import (
+    _unit_costs,
+    fit_profile,
+    model_nodes,
+    node_ns,
+    parse_profile,
+    synthesize_profile,
+)
 from graph_passes.cost.cli import main
 from graph_passes.errors import HexfuseError
 

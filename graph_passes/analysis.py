@@ -24,6 +24,8 @@ class Analysis:
     _buffers: BufferMap = field(repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
+    task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
+    tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def of(inferred: onnx.ModelProto) -> Analysis:

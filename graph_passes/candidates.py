@@ -12,6 +12,7 @@ becomes ready at about the same time. Every task left without a partner gets a r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from graph_passes.analysis import Analysis
@@ -19,7 +20,7 @@ from graph_passes.hazards import hazard
 from graph_passes.reach import Reach
 from graph_passes.tasks import Task
 
-PARTNER_WINDOW = 96  # unit positions after a task's first unit searched for partners
+PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
 MAX_PARTNERS = 8  # independent partners kept per task
 
 
@@ -36,15 +37,25 @@ class Candidates:
     reasons: dict[int, str]  # fusable task id without any partner -> why
 
 
-def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
-    """Why tasks a and b may not run at the same time, or None when they provably may."""
+Problem = Callable[[], str]  # formats the reason only when someone reads it
+
+
+def find_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
+    """Why tasks a and b may not run at the same time (lazily formatted), or None when they provably may."""
     for source, target in ((a, b), (b, a)):
         path = analysis.reach.first_path(source.units, target.units)
         if path is not None:
             start, end, answer = path
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
-            return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
-    return hazard(analysis.buffers(a), analysis.buffers(b))
+            return lambda: f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
+    conflict = hazard(analysis.buffers(a), analysis.buffers(b))
+    return None if conflict is None else lambda: conflict
+
+
+def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
+    """Why tasks a and b may not run at the same time, or None when they provably may."""
+    problem = find_problem(analysis, a, b)
+    return None if problem is None else problem()
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
@@ -52,14 +63,14 @@ def find_candidates(analysis: Analysis) -> Candidates:
     by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    first_problem: dict[int, str] = {}
+    first_problem: dict[int, Problem] = {}
     for i, a in enumerate(by_lo):
         for b in by_lo[i + 1 :]:
             if b.lo - a.lo > PARTNER_WINDOW or len(partners[a.id]) >= MAX_PARTNERS:
                 break
             if b.engine is a.engine:
                 continue
-            problem = independence_problem(analysis, a, b)
+            problem = find_problem(analysis, a, b)
             if problem is not None:
                 first_problem.setdefault(a.id, problem)
                 first_problem.setdefault(b.id, problem)
@@ -70,7 +81,6 @@ def find_candidates(analysis: Analysis) -> Candidates:
     reasons = {}
     for task in fusable:
         if not partners[task.id]:
-            reasons[task.id] = first_problem.get(
-                task.id, "no task of another engine becomes ready near it (the graph is a chain here)"
-            )
+            problem = first_problem.get(task.id)
+            reasons[task.id] = problem() if problem else "no task of another engine becomes ready near it (the graph is a chain here)"
     return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)

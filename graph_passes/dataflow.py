@@ -63,14 +63,33 @@ class Dataflow:
         """An initializer that no feed can override (not also a graph input)."""
         return name in self.initializers and name not in self.graph_inputs
 
+    @cached_property
+    def _dtype_cache(self) -> dict[str, str]:
+        return {}
+
+    @cached_property
+    def _shape_cache(self) -> dict[str, tuple[int, ...] | None]:
+        return {}
+
     def dtype(self, name: str) -> str:
+        cached = self._dtype_cache.get(name)
+        if cached is None:
+            cached = self._dtype_cache[name] = self._dtype(name)
+        return cached
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        """The static shape, or None where any dimension is unknown or symbolic."""
+        if name not in self._shape_cache:
+            self._shape_cache[name] = self._shape(name)
+        return self._shape_cache[name]
+
+    def _dtype(self, name: str) -> str:
         tensor_type = self.types.get(name)
         if tensor_type is None or not tensor_type.HasField("tensor_type"):
             raise HexfuseError(f"tensor {name!r} has no known tensor type")
         return np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.tensor_type.elem_type)).name
 
-    def shape(self, name: str) -> tuple[int, ...] | None:
-        """The static shape, or None where any dimension is unknown or symbolic."""
+    def _shape(self, name: str) -> tuple[int, ...] | None:
         tensor_type = self.types.get(name)
         if tensor_type is None or not tensor_type.HasField("tensor_type"):
             return None

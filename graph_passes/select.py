@@ -56,20 +56,38 @@ def _best_third(analysis: Analysis, scorer: Scorer, candidates: Candidates, grou
     return best
 
 
-def _cyclic_groups(analysis: Analysis, groups: list[Group]) -> list[int]:
-    """Indices of groups that lie on a cycle of the graph with every group contracted."""
+def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
+    """The groups on each cycle of the graph with every group contracted (one list per cycle)."""
     count = len(analysis.units.units)
     rep = list(range(count))
     for g, group in enumerate(groups):
         for task in group.tasks:
             for unit in task.units:
                 rep[unit] = count + g
-    edges = {(rep[u], rep[s]) for u, succ in enumerate(analysis.units.successors) for s in succ if rep[u] != rep[s]}
-    quotient = nx.DiGraph(edges)
-    if nx.is_directed_acyclic_graph(quotient):
+    successors: dict[int, set[int]] = {}
+    indegree = [0] * (count + len(groups))
+    for unit, succ in enumerate(analysis.units.successors):
+        for target in succ:
+            a, b = rep[unit], rep[target]
+            if a != b and b not in successors.setdefault(a, set()):
+                successors[a].add(b)
+                indegree[b] += 1
+    # Kahn peels everything acyclic in linear time; only what is left needs the SCC search.
+    ready = [node for node in set(rep) if indegree[node] == 0]
+    while ready:
+        node = ready.pop()
+        for target in successors.get(node, ()):
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    left = {node for node in set(rep) if indegree[node] > 0}
+    if not left:
         return []
-    on_cycle = {node for scc in nx.strongly_connected_components(quotient) if len(scc) > 1 for node in scc}
-    return sorted(node - count for node in on_cycle if node >= count)
+    residual = nx.DiGraph((a, b) for a in left for b in successors.get(a, ()) if b in left)
+    return [
+        sorted(node - count for node in scc if node >= count)
+        for scc in nx.strongly_connected_components(residual) if len(scc) > 1
+    ]
 
 
 def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
@@ -93,14 +111,13 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
         group = _best_third(analysis, scorer, candidates, group, used)
         used.update(task.id for task in group.tasks)
         chosen.append(group)
-    while True:
-        cyclic = _cyclic_groups(analysis, chosen)
-        if not cyclic:
-            break
-        worst = min(cyclic, key=lambda g: (chosen[g].verdict.gain, -chosen[g].tasks[0].lo))
-        for task in chosen[worst].tasks:
-            reasons[task.id] = "its group would close a cycle with another fused group"
-        del chosen[worst]
+    while cycles := _cycles(analysis, chosen):
+        # Drop the weakest group of every cycle at once; repeat, since a drop can leave a longer cycle.
+        dropped = {min(cycle, key=lambda g: (chosen[g].verdict.gain, -chosen[g].tasks[0].lo)) for cycle in cycles}
+        for g in dropped:
+            for task in chosen[g].tasks:
+                reasons[task.id] = "its group would close a cycle with another fused group"
+        chosen = [group for g, group in enumerate(chosen) if g not in dropped]
     fused = {task.id for group in chosen for task in group.tasks}
     for task_id in fused:
         reasons.pop(task_id, None)

@@ -65,10 +65,10 @@ def _quant_of(analysis: Analysis, node: onnx.NodeProto) -> QuantSpec | None:
     return QuantSpec(dtype, tuple(float(v) for v in np.ravel(scale)), zero_points, axis)
 
 
-def _quant_params(analysis: Analysis, node_indices: list[int]) -> dict[str, QuantSpec]:
+def _quant_params(analysis: Analysis) -> dict[str, QuantSpec]:
+    """Quantization of every tensor that a Q produces or a DQ reads, model-wide."""
     result: dict[str, QuantSpec] = {}
-    for index in node_indices:
-        node = analysis.flow.nodes[index]
+    for node in analysis.flow.nodes:
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
             continue
         quant = _quant_of(analysis, node)
@@ -77,13 +77,27 @@ def _quant_params(analysis: Analysis, node_indices: list[int]) -> dict[str, Quan
     return result
 
 
-def tensor_spec(analysis: Analysis, name: str, quant: QuantSpec | None = None) -> TensorSpec:
-    flow = analysis.flow
-    shape = flow.shape(name)
-    return TensorSpec(name, flow.dtype(name), tuple(shape) if shape is not None else (), flow.is_static(name), quant)
+def tensor_spec(analysis: Analysis, name: str) -> TensorSpec:
+    cache = analysis.tensor_specs
+    if not cache:
+        cache[""] = _quant_params(analysis)  # filled once; "" is never a tensor name
+    spec = cache.get(name)
+    if spec is None:
+        flow = analysis.flow
+        shape = flow.shape(name)
+        quant = cache[""].get(name)
+        spec = cache[name] = TensorSpec(name, flow.dtype(name), tuple(shape) if shape else (), flow.is_static(name), quant)
+    return spec
 
 
 def task_spec(analysis: Analysis, task: Task) -> TaskSpec:
+    cached = analysis.task_specs.get(task.id)
+    if cached is None:
+        cached = analysis.task_specs[task.id] = _task_spec(analysis, task)
+    return cached
+
+
+def _task_spec(analysis: Analysis, task: Task) -> TaskSpec:
     indices = analysis.task_nodes(task)
     inputs, outputs = boundary(analysis, indices)
     work = analysis.work(task)
@@ -109,9 +123,8 @@ def fused_op_spec(
 ) -> FusedOp:
     indices = group_nodes(analysis, tasks)
     inputs, outputs = boundary(analysis, indices)
-    quant = _quant_params(analysis, indices)
     names = dict.fromkeys([*inputs, *(n for i in indices for n in analysis.flow.nodes[i].output if n)])
-    tensors = tuple(tensor_spec(analysis, name, quant.get(name)) for name in names if name)
+    tensors = tuple(tensor_spec(analysis, name) for name in names if name)
     by_name = {tensor.name: tensor for tensor in tensors}
     return FusedOp(
         op_type=op_type, node_name=node_name,

@@ -1,0 +1,82 @@
+"""Build a generated package on the host (system g++, no SDK) or for htp_x86 (make, needs the SDK).
+
+Host objects are cached by content hash (source + headers + flags), so the executor and kernel library
+compile once per machine and only the generated plans compile per package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from graph_passes.errors import HexfuseError
+
+CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Werror")
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("HEXFUSE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hexfuse")
+    path = Path(root) / "obj"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise HexfuseError(f"C++ compiler {cxx!r} not found (set CXX)")
+    return cxx
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0 or proc.stderr.strip():
+        first = (proc.stderr or proc.stdout).strip().splitlines()[:12]
+        raise HexfuseError(f"host build failed in {cwd}: {' | '.join(first)}")
+
+
+def build_host(package_dir: str | os.PathLike[str]) -> Path:
+    """Compile DIR's portable sources + host C ABI into DIR/build/host/lib<Pkg>Host.so."""
+    root = Path(package_dir).resolve()
+    sources = sorted(p for p in (root / "src").rglob("*.cpp")
+                     if p.parent.name in ("runtime", "kernels", "fused", "host"))
+    if not sources:
+        raise HexfuseError(f"{root} holds no generated sources")
+    headers = "".join(p.read_text() for p in sorted((root / "include").rglob("*.h")))
+    cxx = _compiler()
+    header_key = hashlib.sha256((headers + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()
+    cache = _cache_dir()
+
+    def compile_one(src: Path) -> Path:
+        key = hashlib.sha256((header_key + src.read_text()).encode()).hexdigest()[:32]
+        obj = cache / f"{key}.o"
+        if not obj.exists():
+            tmp = cache / f"{key}.{os.getpid()}.tmp.o"
+            _run([cxx, *CXX_FLAGS, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
+            os.replace(tmp, obj)
+        return obj
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        objects = list(pool.map(compile_one, sources))
+    package = next((root / "config").glob("*.xml")).stem
+    out = root / "build" / "host" / f"lib{package}Host.so"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _run([cxx, "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
+    return out
+
+
+def build_htp_x86(package_dir: str | os.PathLike[str]) -> Path:
+    """Run `make htp_x86` (clang + libc++ against the SDK headers and the wheel's libQnnHtp.so)."""
+    root = Path(package_dir).resolve()
+    if not os.environ.get("QNN_SDK_ROOT"):
+        raise HexfuseError("--build htp_x86 needs QNN_SDK_ROOT (the Qualcomm AI Engine Direct SDK)")
+    if shutil.which("make") is None:
+        raise HexfuseError("make not found")
+    proc = subprocess.run(["make", "htp_x86"], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise HexfuseError(f"htp_x86 build failed: {' | '.join(proc.stderr.strip().splitlines()[-6:])}")
+    return next((root / "build" / "x86_64-linux-clang").glob("*.so"))

@@ -1,0 +1,67 @@
+"""`hexfuse oppkg FUSED.onnx -o DIR`: generate (and optionally build) the op package of a fused model.
+
+The spec beside the model (FUSED.hexfuse.json) drives generation; the model is opened only to check
+that it really holds the spec's fused op types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from graph_passes.errors import HexfuseError
+from graph_passes.spec import FusionSpec, load_spec
+from op_package.render import DEFAULT_PACKAGE, render_package
+from op_package.writer import write_tree
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    sub = subparsers.add_parser("oppkg", help="generate the QNN HTP op package of a fused model")
+    sub.add_argument("model", help="fused ONNX model written by `hexfuse fuse` (its .hexfuse.json beside it)")
+    sub.add_argument("-o", "--output", required=True, help="output directory (replaced atomically)")
+    sub.add_argument("--package-name", default=DEFAULT_PACKAGE, help=f"package name (default {DEFAULT_PACKAGE})")
+    sub.add_argument("--build", choices=("host", "htp_x86", "none"), default="none",
+                     help="also build: host (g++, no SDK) or htp_x86 (needs QNN_SDK_ROOT)")
+    sub.set_defaults(func=run)
+
+
+def check_model_matches(model: Path, spec: FusionSpec) -> None:
+    """The fused model must hold a node of every fused op type the spec describes."""
+    import onnx  # only here: the generator itself never touches ONNX objects
+
+    try:
+        proto = onnx.load(str(model), load_external_data=False)
+    except Exception as exc:  # onnx raises several types for unreadable files
+        raise HexfuseError(f"cannot read fused model {model}: {exc}") from None
+    present = {n.op_type for n in proto.graph.node if n.domain == spec.domain}
+    missing = [op.op_type for op in spec.fused_ops if op.op_type not in present]
+    if missing:
+        raise HexfuseError(f"{model} has no node of fused op type {missing[0]} described by its spec "
+                           f"({len(missing)} missing): regenerate the spec with `hexfuse fuse`")
+
+
+def spec_path(model: Path) -> Path:
+    return model.with_suffix(".hexfuse.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    model = Path(args.model)
+    if not model.is_file():
+        raise HexfuseError(f"fused model {model} not found")
+    path = spec_path(model)
+    if not path.is_file():
+        raise HexfuseError(f"no fusion spec {path} beside {model}: run `hexfuse fuse` first")
+    spec = load_spec(str(path))
+    check_model_matches(model, spec)
+    files = render_package(spec, args.package_name)
+    out = write_tree(files, args.output)
+    print(f"hexfuse: wrote op package {args.package_name} ({len(spec.fused_ops)} ops, {len(files)} files) to {out}",
+          file=sys.stderr)
+    if args.build == "host":
+        from op_package.build import build_host
+        print(f"hexfuse: built {build_host(out)}", file=sys.stderr)
+    elif args.build == "htp_x86":
+        from op_package.build import build_htp_x86
+        print(f"hexfuse: built {build_htp_x86(out)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,42 @@
+// norm.h: normalisations and Softmax on float32.
+//   BatchNormalization, LRN: work unit = one (n, c) plane of `inner` elements.
+//   LayerNormalization / RMSNormalization: work unit = one row of `cols` elements.
+//   Softmax / LogSoftmax: work unit = one (outer, inner) line of `len` elements along the axis.
+#pragma once
+
+#include "hexfuse/kernels/common.h"
+
+namespace hexfuse {
+
+struct BatchNormParams {
+    int32_t x = -1, scale = -1, bias = -1, mean = -1, var = -1, out = -1;
+    int64_t C = 1, inner = 1;
+    float epsilon = 1e-5f;
+};
+
+struct LrnParams {
+    int32_t x = -1, out = -1;
+    int64_t C = 1, inner = 1, size = 1;
+    float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
+};
+
+struct LayerNormParams {
+    int32_t x = -1, scale = -1, bias = -1, out = -1;
+    int64_t cols = 1;
+    int64_t scale_size = 1, bias_size = 1;  // broadcast over the normalised block
+    float epsilon = 1e-5f;
+    int32_t rms = 0;
+};
+
+struct SoftmaxParams {
+    int32_t in = -1, out = -1;
+    int64_t len = 1, inner = 1;
+    int32_t log = 0;
+};
+
+void batchnorm_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void lrn_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void layernorm_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void softmax_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+
+}  // namespace hexfuse

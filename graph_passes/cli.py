@@ -12,7 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from graph_passes.balance import BalanceScorer
+from graph_passes.cost import list_targets
+from graph_passes.cost.cli import scorer_for
+from graph_passes.cost.scorer import CostScorer
 from graph_passes.errors import HexfuseError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -22,10 +24,11 @@ def _say(message: str) -> None:
     print(f"hexfuse: {message}", file=sys.stderr, flush=True)
 
 
-def _scorer(args: argparse.Namespace) -> BalanceScorer:
+def _scorer(args: argparse.Namespace) -> CostScorer:
+    """One scorer per run: it caches per-task costs across all candidate groups."""
     if not 0.0 <= args.min_gain < 1.0:
         raise HexfuseError(f"--min-gain must be in [0, 1), got {args.min_gain}")
-    return BalanceScorer(min_gain=args.min_gain)
+    return scorer_for(args.target, args.min_gain)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -52,13 +55,15 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_fuse(args: argparse.Namespace) -> int:
+    from graph_passes.cost.cli import render_cost_markdown, write_cost_reports
     from graph_passes.ort_check import compare_on_cpu
     from graph_passes.pipeline import fuse_model, write_outputs
     from graph_passes.report import render_report
 
     start = time.perf_counter()
-    _say(f"fusing {args.model}")
-    result = fuse_model(args.model, _scorer(args))
+    scorer = _scorer(args)
+    _say(f"fusing {args.model} for target {scorer.target.name}")
+    result = fuse_model(args.model, scorer, target=scorer.target.name)
     analyzed = result.analyzed
     if result.changed and not args.no_verify:
         _say("checking outputs against the original on ONNX Runtime (CPU EP); --no-verify skips this")
@@ -67,7 +72,12 @@ def run_fuse(args: argparse.Namespace) -> int:
             worst = max(bad, key=lambda d: d.max_rel)
             raise HexfuseError(f"fused model differs from the original on output {worst.name!r} (max rel error {worst.max_rel:.3g}); nothing written")
     out = Path(args.output)
-    write_outputs(result, out, render_report(analyzed, f"fusion of {Path(args.model).name}"))
+    report = render_report(analyzed, f"fusion of {Path(args.model).name}")
+    if analyzed.fused_ops:
+        report += "\n" + render_cost_markdown(analyzed.fused_ops, scorer)
+    write_outputs(result, out, report)
+    if analyzed.fused_ops:
+        write_cost_reports(analyzed.fused_ops, scorer, out.with_suffix(""))
     seconds = time.perf_counter() - start
     if analyzed.already_fused:
         _say(f"{args.model} is already fused: wrote an unchanged copy to {out}")
@@ -96,10 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     for sub in (analyze, fuse):
         sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
+        sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
 
     # The other rooms register their own subcommands.
+    from graph_passes.cost.cli import register as register_cost
+    from op_package.cli import register as register_oppkg
     from tools.ab.cli import register as register_ab
 
+    register_cost(commands)
+    register_oppkg(commands)
     register_ab(commands)
     return parser
 

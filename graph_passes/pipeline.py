@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 
 from graph_passes.analysis import Analysis
-from graph_passes.balance import BalanceScorer, Scorer
+from graph_passes.balance import Scorer
 from graph_passes.candidates import find_candidates
 from graph_passes.errors import HexfuseError
 from graph_passes.io import write_atomic
@@ -24,6 +24,10 @@ from graph_passes.rewrite import rewrite_groups
 from graph_passes.select import Selection, select_groups
 from graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
 from graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
+
+
+DEFAULT_TARGET = "sm8550"
+DEFAULT_MIN_GAIN = 0.1
 
 
 @dataclass
@@ -59,8 +63,14 @@ def _is_fused(model: onnx.ModelProto) -> bool:
     )
 
 
+def default_scorer() -> Scorer:
+    from graph_passes.cost.cli import scorer_for
+
+    return scorer_for(DEFAULT_TARGET, DEFAULT_MIN_GAIN)
+
+
 def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResult:
-    scorer = scorer or BalanceScorer()
+    scorer = scorer or default_scorer()
     timings: dict[str, float] = {}
     start = time.perf_counter()
     loaded = load_model(path)
@@ -87,7 +97,7 @@ def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResu
     return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
 
 
-def fuse_model(path: str | Path, scorer: Scorer | None = None, target: str = "generic") -> FuseResult:
+def fuse_model(path: str | Path, scorer: Scorer | None = None, target: str = DEFAULT_TARGET) -> FuseResult:
     analyzed = analyze_model(path, scorer)
     loaded = analyzed.loaded
     if not analyzed.fused_ops:

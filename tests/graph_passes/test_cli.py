@@ -82,7 +82,9 @@ def test_fuse_writes_model_spec_and_report_and_leaves_input_alone(tmp_path, caps
     assert code == 0, err
     assert "1 fused nodes" in err
     assert hashlib.sha256(open(source, "rb").read()).hexdigest() == digest
-    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.onnx"]
+    assert sorted(os.listdir(tmp_path)) == [
+        "in.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.onnx", "out.timeline.json", "out.timeline.png"
+    ]
     onnx.checker.check_model(onnx.load(tmp_path / "out.onnx"), full_check=True)
 
 

@@ -90,7 +90,7 @@ class HostPackage:
             raise HexfuseError(f"{op_type} takes {len(op.inputs)} inputs, got {len(inputs)}")
         arrays = []
         for spec, arr in zip(op.inputs, inputs):
-            arr = np.ascontiguousarray(arr)
+            arr = np.require(arr, requirements="C")  # (ascontiguousarray would turn 0-d into 1-d)
             if arr.dtype != np.dtype(spec.dtype) or tuple(arr.shape) != tuple(spec.shape):
                 raise HexfuseError(f"{op_type} input {spec.name!r}: expected {spec.dtype}{list(spec.shape)}, "
                                    f"got {arr.dtype}{list(arr.shape)}")

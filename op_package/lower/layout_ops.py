@@ -139,3 +139,13 @@ def lower_scatter(ctx: NodeContext) -> Kernel:
                   rank=rank, axis=ctx.axis(int(ctx.attr("axis", 0)), rank), data_dims=dims(data.shape),
                   upd_dims=dims(updates.shape), index_type=f"hexfuse::DType::{CPP_DTYPE[indices.dtype]}",
                   reduction=reductions[reduction])
+
+
+@rule("Cast")
+def lower_cast(ctx: NodeContext) -> Kernel:
+    x, y = ctx.input(0), ctx.output(0)
+    ctx.require_dtype(x, tuple(CPP_DTYPE))
+    ctx.require_dtype(y, tuple(CPP_DTYPE))
+    return kernel("cast_any", "CastParams", numel(y.shape), 2.0,
+                  **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "from": f"hexfuse::DType::{CPP_DTYPE[x.dtype]}",
+                     "to": f"hexfuse::DType::{CPP_DTYPE[y.dtype]}"})

@@ -1,8 +1,10 @@
 // conv.cpp: direct convolution accumulating whole output planes, so the inner loop runs along a
-// contiguous output row (vectorisable) and the plane stays in L1.
+// contiguous output row (vectorisable) and the plane stays in cache. The reference path accumulates in
+// double: long channel sums then agree with any float summation order to ~1e-7 relative.
 #include "hexfuse/kernels/conv.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace hexfuse {
 namespace {
@@ -27,22 +29,22 @@ void conv_f32(const void* params, void* const* buffers, int64_t begin, int64_t e
     const int64_t cg = p.C / p.group, mg = p.M / p.group, plane = p.OH * p.OW, in_plane = p.H * p.W;
     const bool pointwise = p.KH == 1 && p.KW == 1 && p.stride_h == 1 && p.stride_w == 1 &&
                            p.pad_t == 0 && p.pad_l == 0 && p.OH == p.H && p.OW == p.W;
+    std::vector<double> acc(static_cast<size_t>(plane));
     for (int64_t unit = begin; unit < end; ++unit) {
         const int64_t n = unit / p.M, m = unit % p.M, g = m / mg;
-        float* o = out + unit * plane;
-        const float b0 = bias != nullptr ? bias[m] : 0.f;
-        for (int64_t i = 0; i < plane; ++i) o[i] = b0;
+        double* o = acc.data();
+        for (int64_t i = 0; i < plane; ++i) o[i] = 0.0;
         const float* wm = w + m * cg * p.KH * p.KW;
         for (int64_t ic = 0; ic < cg; ++ic) {
             const float* xc = x + (n * p.C + g * cg + ic) * in_plane;
             if (pointwise) {
-                const float wv = wm[ic];
+                const double wv = wm[ic];
                 for (int64_t i = 0; i < plane; ++i) o[i] += wv * xc[i];
                 continue;
             }
             for (int64_t kh = 0; kh < p.KH; ++kh) {
                 for (int64_t kw = 0; kw < p.KW; ++kw) {
-                    const float wv = wm[(ic * p.KH + kh) * p.KW + kw];
+                    const double wv = wm[(ic * p.KH + kh) * p.KW + kw];
                     int64_t lo = 0, hi = 0;
                     valid_range(kw, p, &lo, &hi);
                     const int64_t shift = kw * p.dil_w - p.pad_l;
@@ -50,7 +52,7 @@ void conv_f32(const void* params, void* const* buffers, int64_t begin, int64_t e
                         const int64_t ih = oh * p.stride_h - p.pad_t + kh * p.dil_h;
                         if (ih < 0 || ih >= p.H) continue;
                         const float* xr = xc + ih * p.W + shift;
-                        float* orow = o + oh * p.OW;
+                        double* orow = o + oh * p.OW;
                         if (p.stride_w == 1) {
                             for (int64_t ow = lo; ow < hi; ++ow) orow[ow] += wv * xr[ow];
                         } else {
@@ -60,6 +62,9 @@ void conv_f32(const void* params, void* const* buffers, int64_t begin, int64_t e
                 }
             }
         }
+        const float b0 = bias != nullptr ? bias[m] : 0.f;
+        float* dst = out + unit * plane;
+        for (int64_t i = 0; i < plane; ++i) dst[i] = static_cast<float>(o[i]) + b0;
     }
 }
 

@@ -24,6 +24,31 @@ void copy_any(const void* params, void* const* buffers, int64_t begin, int64_t e
                 static_cast<size_t>((end - begin) * p.elem_size));
 }
 
+namespace {
+
+template <typename T>
+void store_as(void* dst, int64_t i, double v) { static_cast<T*>(dst)[i] = static_cast<T>(v); }
+
+}  // namespace
+
+void cast_any(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const CastParams*>(params);
+    const void* in = buffers[p.in];
+    void* out = buffers[p.out];
+    for (int64_t i = begin; i < end; ++i) {
+        const double v = p.from == DType::kF32 ? static_cast<const float*>(in)[i] : static_cast<double>(load_int(in, p.from, i));
+        switch (p.to) {
+            case DType::kF32: store_as<float>(out, i, v); break;
+            case DType::kU8: store_as<uint8_t>(out, i, v); break;
+            case DType::kI8: store_as<int8_t>(out, i, v); break;
+            case DType::kU16: store_as<uint16_t>(out, i, v); break;
+            case DType::kI16: store_as<int16_t>(out, i, v); break;
+            case DType::kI32: store_as<int32_t>(out, i, v); break;
+            case DType::kI64: store_as<int64_t>(out, i, v); break;
+        }
+    }
+}
+
 void strided_copy(const void* params, void* const* buffers, int64_t begin, int64_t end) {
     const auto& p = *static_cast<const StridedCopyParams*>(params);
     const char* in = bytes(buffers, p.in);

@@ -11,6 +11,11 @@ struct CopyParams {         // Reshape/Flatten/Squeeze/Unsqueeze/Identity. Unit:
     int64_t elem_size = 4;
 };
 
+struct CastParams {         // Cast between numeric dtypes (float -> int truncates, as C does). Unit: element.
+    int32_t in = -1, out = -1;
+    DType from = DType::kF32, to = DType::kF32;
+};
+
 struct StridedCopyParams {  // Transpose (permuted strides), Expand (0 strides). Unit: one output element.
     int32_t in = -1, out = -1;
     int64_t elem_size = 4;
@@ -66,6 +71,7 @@ struct ScatterParams {      // One unit (writes may collide, so it is one tile):
 };
 
 void copy_any(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void cast_any(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void strided_copy(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void concat_any(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void split_any(const void* params, void* const* buffers, int64_t begin, int64_t end);

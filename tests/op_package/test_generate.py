@@ -1,0 +1,121 @@
+"""Generation: deterministic, golden files, warning-free host build, clear refusals, CLI contract."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from graph_passes.errors import HexfuseError
+from graph_passes.spec import FusionSpec, load_spec
+from op_package import cli
+from tests.op_package._harness import LIGHT
+from op_package.render import op_packages_option, render_package
+
+DATA = Path(__file__).parent / "data"
+GOLDEN_SPEC = DATA / "golden.hexfuse.json"
+GOLDEN_FILES = ("src/fused/HexFuse_0_golden.cpp", "src/ops/HexFuse_0_golden.cpp", "config/HexFuse.xml", "README.md")
+
+
+def golden_spec() -> FusionSpec:
+    return load_spec(str(GOLDEN_SPEC))
+
+
+def test_generation_is_deterministic() -> None:
+    assert render_package(golden_spec()) == render_package(golden_spec())
+
+
+def test_generation_is_deterministic_on_a_real_model(source_model: Path, case_for) -> None:
+    case = case_for(source_model)
+    if case is None:
+        pytest.skip("nothing fused")
+    first, second = render_package(case.spec), render_package(load_spec(str(case.fused.with_suffix(".hexfuse.json"))))
+    assert first == second
+
+
+@pytest.mark.parametrize("rel", GOLDEN_FILES)
+def test_golden(rel: str) -> None:
+    rendered = render_package(golden_spec())[rel]
+    expected = DATA / "golden" / rel
+    if os.environ.get("HEXFUSE_UPDATE_GOLDEN"):
+        expected.parent.mkdir(parents=True, exist_ok=True)
+        expected.write_text(rendered)
+    assert rendered == expected.read_text(), f"{rel} changed; rerun with HEXFUSE_UPDATE_GOLDEN=1 if intended"
+
+
+def test_op_packages_string() -> None:
+    files = render_package(golden_spec(), "HexFuse")
+    option = op_packages_option("HexFuse", ["HexFuse_0_golden"], "libQnnHexFuse.so")
+    assert option == "HexFuse_0_golden:libQnnHexFuse.so:HexFuseInterfaceProvider:CPU"
+    assert option in files["README.md"]
+    assert "HexFuseInterfaceProvider" in files["src/HexFuseInterface.cpp"]
+
+
+def _with_node(spec: FusionSpec, **changes) -> FusionSpec:
+    op = spec.fused_ops[0]
+    task = op.tasks[1]
+    node = dataclasses.replace(task.nodes[0], **changes)
+    tasks = (op.tasks[0], dataclasses.replace(task, nodes=(node, *task.nodes[1:])))
+    return dataclasses.replace(spec, fused_ops=(dataclasses.replace(op, tasks=tasks),))
+
+
+def _with_tensor(spec: FusionSpec, name: str, **changes) -> FusionSpec:
+    op = spec.fused_ops[0]
+    fix = lambda ts: tuple(dataclasses.replace(t, **changes) if t.name == name else t for t in ts)  # noqa: E731
+    op = dataclasses.replace(op, inputs=fix(op.inputs), outputs=fix(op.outputs), tensors=fix(op.tensors))
+    return dataclasses.replace(spec, fused_ops=(op,))
+
+
+@pytest.mark.parametrize("spec_change, message", [
+    (lambda s: _with_node(s, op_type="NonMaxSuppression"), "node 'act' (NonMaxSuppression): op NonMaxSuppression is not supported"),
+    (lambda s: _with_node(s, domain="com.microsoft"), "node 'act' (Relu): domain 'com.microsoft'"),
+    (lambda s: _with_tensor(s, "h", dtype="float16"), "node 'act' (Relu): tensor 'h' has unsupported dtype float16"),
+    (lambda s: _with_tensor(s, "h", dtype="int32"), "node 'act' (Relu): tensor 'h' has dtype int32, supported: float32"),
+    (lambda s: _with_tensor(s, "h", shape=(2, 0)), "node 'act' (Relu): tensor 'h' has a dynamic or empty shape"),
+    (lambda s: _with_tensor(s, "h", shape=(-1, 4)), "node 'act' (Relu): tensor 'h' has a dynamic or empty shape"),
+    (lambda s: _with_node(s, inputs=("ghost",)), "node 'act' (Relu): input 'ghost' is neither a fused-op input"),
+])
+def test_bad_spec_is_refused_naming_the_node(spec_change, message: str) -> None:
+    with pytest.raises(HexfuseError) as err:
+        render_package(spec_change(golden_spec()))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_package_name_is_refused() -> None:
+    with pytest.raises(HexfuseError, match="C identifier"):
+        render_package(golden_spec(), "Hex-Fuse")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    return parser.parse_args(["oppkg", *argv])
+
+
+def test_cli_generates_and_builds_host(case_for, tmp_path: Path) -> None:
+    case = case_for(LIGHT / "light_squeezenet.onnx")
+    args = _parse([str(case.fused), "-o", str(tmp_path / "pkg"), "--build", "host"])
+    assert args.func(args) == 0
+    assert (tmp_path / "pkg" / "build" / "host" / "libHexFuseHost.so").exists()
+    assert (tmp_path / "pkg" / "config" / "HexFuse.xml").exists()
+
+
+def test_cli_refuses_a_spec_that_does_not_match_the_model(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    (tmp_path / "m.hexfuse.json").write_text(GOLDEN_SPEC.read_text())
+    with pytest.raises(HexfuseError, match="no node of fused op type HexFuse_0_golden"):
+        cli.run(_parse([str(path), "-o", str(tmp_path / "out")]))
+    onnx.save(model, str(tmp_path / "bare.onnx"))
+    with pytest.raises(HexfuseError, match="no fusion spec"):
+        cli.run(_parse([str(tmp_path / "bare.onnx"), "-o", str(tmp_path / "o")]))

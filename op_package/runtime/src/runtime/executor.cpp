@@ -35,6 +35,7 @@ struct RunState {
     std::vector<void*> buffers;
     std::unique_ptr<std::atomic<int32_t>[]> deps;
     std::unique_ptr<std::atomic<int32_t>[]> task_left;
+    std::atomic<int32_t> launched{0};  // on failure the run still waits for these before it returns
     hexfuse_event* events = nullptr;  // null: no trace
     Clock::time_point start;
 
@@ -104,7 +105,9 @@ void finish_task(RunState& run, int32_t t) {
 
 void release(RunState& run, int32_t op) {
     if (run.deps[op].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        run.launched.fetch_add(1, std::memory_order_acq_rel);
         if (!run.exec->launch(run.plan->ops[op].resource, LaneItem{&run, op})) {
+            run.launched.fetch_sub(1, std::memory_order_acq_rel);
             std::lock_guard<std::mutex> lock(run.mutex);
             run.failed = true;
             run.changed.notify_all();
@@ -127,7 +130,7 @@ void execute(RunState& run, int32_t op, int lane) {
     std::lock_guard<std::mutex> lock(run.mutex);  // notify under the lock: the waiter may free run next
     run.done[op] = 1;
     ++run.completed;
-    if (m.is_sink || run.completed == plan.num_ops) run.changed.notify_all();
+    if (m.is_sink || run.completed == plan.num_ops || run.failed) run.changed.notify_all();
 }
 
 // "wait": block until one micro-op has completed.
@@ -138,7 +141,11 @@ void wait_op(RunState& run, int32_t op) {
 
 void wait_all(RunState& run) {
     std::unique_lock<std::mutex> lock(run.mutex);
-    run.changed.wait(lock, [&] { return run.completed == run.plan->num_ops || run.failed; });
+    // After a failure (allocation, full lane) not every op runs: wait for those that were launched,
+    // so no lane touches this RunState after run() returns.
+    run.changed.wait(lock, [&] {
+        return run.completed == run.plan->num_ops || (run.failed && run.completed == run.launched.load());
+    });
 }
 
 }  // namespace

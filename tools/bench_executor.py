@@ -19,6 +19,7 @@ tasks sharing caches / memory bandwidth.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -84,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gemm", type=int, default=256, help="GEMM size n (n x n x n)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
+    load = os.getloadavg()[0]
+    if load > 0.5:  # the two lanes need the two cores: a busy neighbour turns overlap into time-slicing
+        print(f"note: 1-min load average {load:.2f} before the run: another process shares the "
+              f"{os.cpu_count()} cores, so overlap efficiency will read low", file=sys.stderr)
     # First guess of the balance (host scalar kernels): ~30 GEMM MACs per sigmoid, ~60 per softmax element.
     guess = {"sigmoid": args.gemm ** 3 // 30 // 1024, "softmax": args.gemm ** 3 // 60 // 1024}
     rows = {k: sorted({max(1, int(g * s)) for s in SCALES}) for k, g in guess.items()}

@@ -121,14 +121,18 @@ def group_op_type(analysis: Analysis, tasks: tuple[Task, ...], number: int) -> s
 def fused_op_spec(
     analysis: Analysis, tasks: tuple[Task, ...], op_type: str = "", node_name: str = "", predicted_gain: float = 0.0
 ) -> FusedOp:
-    indices = group_nodes(analysis, tasks)
-    inputs, outputs = boundary(analysis, indices)
-    names = dict.fromkeys([*inputs, *(n for i in indices for n in analysis.flow.nodes[i].output if n)])
-    tensors = tuple(tensor_spec(analysis, name) for name in names if name)
+    """The spec of independent tasks fused into one node.
+
+    No task reads what another produces (candidates.py proved it), so the group's inputs and outputs
+    are the union of its tasks' own: inputs in task order, shared ones once."""
+    specs = tuple(task_spec(analysis, task) for task in tasks)
+    inputs = list(dict.fromkeys(name for spec in specs for name in spec.inputs))
+    outputs = [name for spec in specs for name in spec.outputs]
+    produced = (name for spec in specs for node in spec.nodes for name in node.outputs if name)
+    tensors = tuple(tensor_spec(analysis, name) for name in dict.fromkeys([*inputs, *produced]))
     by_name = {tensor.name: tensor for tensor in tensors}
     return FusedOp(
         op_type=op_type, node_name=node_name,
         inputs=tuple(by_name[name] for name in inputs), outputs=tuple(by_name[name] for name in outputs),
-        tasks=tuple(task_spec(analysis, task) for task in tasks), tensors=tensors,
-        predicted_gain=round(predicted_gain, 6),
+        tasks=specs, tensors=tensors, predicted_gain=round(predicted_gain, 6),
     )

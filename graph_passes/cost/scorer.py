@@ -10,24 +10,35 @@ quota and per-task times, so reports can print them without re-running the model
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from graph_passes.balance import Verdict
 from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
 from graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from graph_passes.cost.simulate import Infeasible, simulate
 from graph_passes.cost.target import Target
-from graph_passes.spec import FusedOp, TaskSpec
+from graph_passes.spec import FusedOp, TaskSpec, TensorSpec
 
 UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
 DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound
 CACHE_LIMIT = 200_000
 
 
-def _task_key(task: TaskSpec, op: FusedOp) -> tuple:
-    names = tuple(n.name for n in task.nodes)
-    shapes = tuple(t.shape for t in op.tensors if t.name in set(task.outputs) | set(task.inputs))
-    return (task.engine, names, shapes)
+def _task_key(task: TaskSpec, tensors: dict[str, TensorSpec]) -> tuple:
+    """What a task's cost depends on: its ops, attributes and tensor types, not its names.
+
+    Repeated structure (the layers of an LM) then shares one cost and one verdict."""
+
+    def signature(name: str) -> tuple | None:
+        tensor = tensors.get(name)
+        return None if tensor is None else (tensor.shape, tensor.dtype, tensor.static, tensor.quant is not None)
+
+    nodes = tuple(
+        (n.op_type, n.domain, tuple(sorted(n.attributes.items())), tuple(map(signature, n.inputs)),
+         tuple(map(signature, n.outputs)))
+        for n in task.nodes
+    )
+    return (task.engine, nodes, tuple(map(signature, task.inputs)), tuple(map(signature, task.outputs)))
 
 
 @dataclass
@@ -38,6 +49,7 @@ class CostScorer:
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
+    _keys: dict[int, tuple[TaskSpec, tuple]] = field(default_factory=dict, repr=False)  # id(task) -> (task, key)
 
     def __post_init__(self) -> None:
         self.name = f"cost[{self.target.name}]"
@@ -45,14 +57,20 @@ class CostScorer:
     # -- per-task, cached ------------------------------------------------------------------------
     def task_costs(self, op: FusedOp) -> tuple[list[tuple], list[TaskCost]]:
         keys, costs, storage = [], [], None
+        tensors = {tensor.name: tensor for tensor in op.tensors}
         for task in op.tasks:
-            key = _task_key(task, op)
+            known = self._keys.get(id(task))
+            if known is None or known[0] is not task:  # the pass reuses one TaskSpec object per task
+                known = self._keys[id(task)] = (task, _task_key(task, tensors))
+            key = known[1]
             cost = self._tasks.get(key)
             if cost is None:
                 storage = storage or Storage(op)
                 cost = task_cost(task, op, self.target, storage)
                 if len(self._tasks) < CACHE_LIMIT:
                     self._tasks[key] = cost
+            elif cost.task_id != task.id:
+                cost = replace(cost, task_id=task.id)  # shared by structure; lanes are named by task
             keys.append(key)
             costs.append(cost)
         return keys, costs
@@ -67,7 +85,7 @@ class CostScorer:
     # -- the Scorer protocol ---------------------------------------------------------------------
     def score(self, op: FusedOp) -> Verdict:
         keys, costs = self.task_costs(op)
-        group_key = tuple(sorted(keys))
+        group_key = tuple(keys)  # details name tasks by position, so order is part of the key
         cached = self._verdicts.get(group_key)
         if cached is not None:
             return cached
@@ -91,7 +109,7 @@ class CostScorer:
     def _score_feasible(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
         target = self.target
         alone = [self._alone_ns(k, c) for k, c in zip(keys, costs)]
-        details = {f"task.{c.task_id}.{c.engine}_ns": round(a, 1) for c, a in zip(costs, alone)}
+        details = {f"task{i}.{c.engine}_ns": round(a, 1) for i, (c, a) in enumerate(zip(costs, alone))}
         plans0 = [alone_plan(c, target) for c in costs]
         t2 = best_existing(costs, plans0, alone, target)
         bound = target.dispatch_ns + _lower_bound(costs, target)
@@ -148,8 +166,8 @@ def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]
         "gain_vs_serial": round(1.0 - base.t4_fused_concurrent / base.t1_serial, 4) if base.t1_serial else 0.0,
         "quota.candidates": float(base.choice.tried),
     }
-    for cost, plan in zip(costs, base.choice.plans):
-        details[f"quota.{cost.task_id}.hvx_contexts"] = float(plan.hvx_contexts)
-        details[f"quota.{cost.task_id}.vtcm_mb"] = round(plan.vtcm_bytes / 2**20, 3)
-        details[f"quota.{cost.task_id}.tiles"] = float(plan.tiles)
+    for i, plan in enumerate(base.choice.plans):  # tasks by position in the group
+        details[f"quota.task{i}.hvx_contexts"] = float(plan.hvx_contexts)
+        details[f"quota.task{i}.vtcm_mb"] = round(plan.vtcm_bytes / 2**20, 3)
+        details[f"quota.task{i}.tiles"] = float(plan.tiles)
     return details

@@ -24,6 +24,7 @@ class Analysis:
     _buffers: BufferMap = field(repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
+    _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
 
@@ -37,7 +38,10 @@ class Analysis:
 
     def task_nodes(self, task: Task) -> list[int]:
         """Node indices of a task, in the graph's topological order."""
-        return sorted(index for unit in task.units for index in self.units.units[unit].nodes)
+        nodes = self._nodes_cache.get(task.id)
+        if nodes is None:
+            nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in self.units.units[unit].nodes)
+        return nodes
 
     def node_label(self, index: int) -> str:
         node = self.flow.nodes[index]

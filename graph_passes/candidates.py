@@ -21,7 +21,7 @@ from graph_passes.reach import Reach
 from graph_passes.tasks import Task
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
-MAX_PARTNERS = 8  # independent partners kept per task
+MAX_PARTNERS = 4  # independent partners kept per task
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ def find_candidates(analysis: Analysis) -> Candidates:
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
     first_problem: dict[int, Problem] = {}
     for i, a in enumerate(by_lo):
-        for b in by_lo[i + 1 :]:
+        for j in range(i + 1, len(by_lo)):  # indices, not a slice: a slice copies the tail every time
+            b = by_lo[j]
             if b.lo - a.lo > PARTNER_WINDOW or len(partners[a.id]) >= MAX_PARTNERS:
                 break
             if b.engine is a.engine:

@@ -14,7 +14,7 @@ may miss a fusion, never make an unsafe one.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 WINDOW = 512
 
@@ -47,12 +47,22 @@ class Reachability:
             return Reach.UNKNOWN
         return Reach.YES if (self._desc[source] >> (distance - 1)) & 1 else Reach.NO
 
-    def first_path(self, sources: Iterable[int], targets: Iterable[int]) -> tuple[int, int, Reach] | None:
-        """A (source, target, YES|UNKNOWN) pair proving sources may reach targets, or None if none can."""
-        targets = sorted(targets)
-        for source in sorted(sources):
+    def first_path(self, sources: Sequence[int], targets: Sequence[int]) -> tuple[int, int, Reach] | None:
+        """A (source, target, YES|UNKNOWN) pair proving sources may reach targets, or None if none can.
+
+        Both sequences ascending (tasks keep their units sorted); this is the pass's innermost loop."""
+        window, desc = self.window, self._desc
+        last_target = targets[-1] if targets else -1
+        for source in sources:
+            if source >= last_target:
+                break  # nothing reaches an earlier unit, and sources only grow
+            bits = desc[source]
             for target in targets:
-                answer = self.reaches(source, target)
-                if answer is not Reach.NO:
-                    return source, target, answer
+                distance = target - source
+                if distance <= 0:
+                    continue
+                if distance > window:
+                    return source, target, Reach.UNKNOWN
+                if (bits >> (distance - 1)) & 1:
+                    return source, target, Reach.YES
         return None

@@ -17,6 +17,7 @@ from onnx import version_converter
 from graph_passes.errors import HexfuseError
 from graph_passes.toposort import topological_order
 
+PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
 MIN_OPSET = 13  # older models are upgraded to this opset before the pass
 MAX_OPSET = onnx.defs.onnx_opset_version()
 
@@ -60,8 +61,8 @@ def _parse(path: Path, raw: bytes) -> onnx.ModelProto:
         raise HexfuseError(f"{path}: not an ONNX model (no ir_version, graph or opset_import)")
     try:
         onnx.load_external_data_for_model(model, str(path.parent))
-    except (OSError, ValueError) as exc:
-        raise HexfuseError(f"{path}: cannot load external data: {exc}") from None
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise HexfuseError(f"{path}: cannot load external data: {_first_line(exc)}") from None
     return model
 
 
@@ -114,6 +115,11 @@ def load_model(path: str | Path) -> LoadedModel:
     path = Path(path)
     raw = _read(path)
     model = _parse(path, raw)
+    if model.ByteSize() > PROTOBUF_LIMIT:
+        raise HexfuseError(
+            f"{path}: model with its external data is {model.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB "
+            "limit; models this large are not supported yet"
+        )
     model, upgraded_from = _upgrade(path, model)
     try:
         _check_defined(model.graph)

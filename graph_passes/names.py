@@ -13,6 +13,7 @@ class NameScope:
         taken.update(info.name for info in (*graph.input, *graph.output, *graph.value_info))
         taken.update(init.name for init in graph.initializer)
         taken.update(function.name for function in model.functions)
+        taken.update(node.op_type for node in graph.node)  # fused op types must not shadow any op
         self._taken = taken
 
     def fresh(self, base: str) -> str:

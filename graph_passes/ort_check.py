@@ -41,7 +41,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
             raise HexfuseError(f"input {info.name!r} has a dynamic shape; cannot make random inputs for it")
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         if dtype == np.bool_:
-            feeds[info.name] = rng.random(dims) < 0.5
+            feeds[info.name] = np.asarray(rng.random(dims) < 0.5)  # a 0-d draw is a numpy scalar
         elif np.issubdtype(dtype, np.integer):
             feeds[info.name] = rng.integers(0, 8, size=dims).astype(dtype)  # small: valid ids and indices
         else:

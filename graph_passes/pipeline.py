@@ -18,7 +18,8 @@ from graph_passes.balance import Scorer
 from graph_passes.candidates import find_candidates
 from graph_passes.errors import HexfuseError
 from graph_passes.io import write_atomic
-from graph_passes.load import LoadedModel, load_model
+from graph_passes.load import PROTOBUF_LIMIT, LoadedModel, load_model
+from graph_passes.names import NameScope
 from graph_passes.qdq import duplicate_shared_dequantize
 from graph_passes.rewrite import rewrite_groups
 from graph_passes.select import Selection, select_groups
@@ -90,9 +91,11 @@ def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResu
     else:
         selection = select_groups(analysis, find_candidates(analysis), scorer)
     fused_ops = []
+    names = NameScope(prepared)  # the model may already use names like ours
     for number, group in enumerate(selection.groups):
-        op_type = group_op_type(analysis, group.tasks, number)
-        fused_ops.append(fused_op_spec(analysis, group.tasks, op_type, f"hexfuse/{op_type}", group.verdict.gain))
+        op_type = names.fresh(group_op_type(analysis, group.tasks, number))
+        node_name = names.fresh(f"hexfuse/{op_type}")
+        fused_ops.append(fused_op_spec(analysis, group.tasks, op_type, node_name, group.verdict.gain))
     timings["select"] = time.perf_counter() - mark
     return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
 
@@ -109,6 +112,11 @@ def fuse_model(path: str | Path, scorer: Scorer | None = None, target: str = DEF
         for op, group in zip(analyzed.fused_ops, analyzed.selection.groups)
     ]
     fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flow.graph, groups)
+    if fused.ByteSize() > PROTOBUF_LIMIT:
+        raise HexfuseError(
+            f"{loaded.path}: the fused model would be {fused.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
+            "writing fused models with external data is not supported yet"
+        )
     try:
         onnx.checker.check_model(fused, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:

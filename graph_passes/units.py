@@ -22,6 +22,7 @@ import onnx
 
 from graph_passes.dataflow import Dataflow
 from graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of
+from op_package import supported_op_types
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 _SHAPE_DTYPES = ("int64", "int32")
@@ -98,6 +99,10 @@ def _engine_and_blocker(flow: Dataflow, nodes: list[int], core: int, constant: b
         return engine, f"{label}{domain} is not an op hexfuse knows (treated as a barrier)"
     if engine is not Engine.FREE and _is_shape_arithmetic(flow, node):
         engine = Engine.FREE
+    for index in nodes:
+        op_type = flow.nodes[index].op_type
+        if op_type not in supported_op_types():
+            return engine, f"{label}: the op package has no kernel for {op_type} (left unfused)"
     for index in nodes:
         for name in (*flow.nodes[index].input, *flow.nodes[index].output):
             if name and flow.shape(name) is None:

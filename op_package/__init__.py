@@ -6,3 +6,13 @@
 The generator consumes the spec only; ``cli.py`` is the one place that opens the fused ONNX model, and
 only to check that the spec describes it.
 """
+
+import functools
+
+
+@functools.cache
+def supported_op_types() -> frozenset[str]:
+    """ONNX op types (default domain) the kernel library can run: the pass fuses nothing else."""
+    from op_package.lower import RULES
+
+    return frozenset(RULES)

@@ -89,19 +89,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"hexfuse: calibrated {name}: {classes}; median |log error| {fit.residual:.3f}; "
           f"{len(fit.skipped)} profile rows matched no model node; wrote {out}", file=sys.stderr)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (until ``register`` is wired into ``hexfuse``): python -m graph_passes.cost.cli ..."""
-    parser = argparse.ArgumentParser(prog="hexfuse-cost")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except HexfuseError as exc:
-        print(f"hexfuse: error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

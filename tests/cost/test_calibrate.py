@@ -20,7 +20,7 @@ from graph_passes.cost.calibrate import (
     parse_profile,
     synthesize_profile,
 )
-from graph_passes.cost.cli import main
+from graph_passes.cli import main
 from graph_passes.errors import HexfuseError
 
 # The format written by onnxruntime-qnn 2.7.0 (HTP simulator), trimmed from a real run.

@@ -59,19 +59,3 @@ def run(args: argparse.Namespace) -> int:
             msg += " [x86 HTP simulator: timing functional only]"
         print(msg, file=sys.stderr)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry for tests and debugging; the project CLI wires register() itself."""
-    parser = argparse.ArgumentParser(prog="hexfuse")
-    register(parser.add_subparsers(dest="cmd", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except HexfuseError as e:
-        print(f"hexfuse: error: {e}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

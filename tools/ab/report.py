@@ -1,19 +1,15 @@
 """Write report.json, report.md, trace.json and latency.png into the report directory, atomically."""
 from __future__ import annotations
 
+import io
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from graph_passes.io import write_atomic
+
 from . import timeline
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _json_default(x):
@@ -26,12 +22,12 @@ def _json_default(x):
 
 def write_all(out_dir: Path, rep: dict, timelines: dict, times: dict[str, np.ndarray]) -> None:
     trace = timeline.trace_events({k: tl for k, tl in timelines.items()})
-    _atomic_write(out_dir / "trace.json", json.dumps(trace).encode())
+    write_atomic(out_dir / "trace.json", json.dumps(trace).encode())
     write_plot(out_dir / "latency.png", times, rep)
     rep["files"] = ["report.json", "report.md", "trace.json", "latency.png"] + sorted(
         p["file"] for p in rep["profiles"].values())
-    _atomic_write(out_dir / "report.md", render_md(rep).encode())
-    _atomic_write(out_dir / "report.json", json.dumps(rep, indent=1, default=_json_default).encode())
+    write_atomic(out_dir / "report.md", render_md(rep).encode())
+    write_atomic(out_dir / "report.json", json.dumps(rep, indent=1, default=_json_default).encode())
 
 
 def write_plot(path: Path, times: dict[str, np.ndarray], rep: dict) -> None:
@@ -50,10 +46,10 @@ def write_plot(path: Path, times: dict[str, np.ndarray], rep: dict) -> None:
         title += " (x86 HTP simulator: functional timing only)"
     ax.set_title(title)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.png")
-    fig.savefig(tmp, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
+    write_atomic(path, image.getvalue())
 
 
 def _f(x, nd: int = 3) -> str:

@@ -1,7 +1,7 @@
 """Property: on random DAGs of supported ops, fusing never breaks the model or changes its outputs.
 
-Graphs mix branches, shared inputs, views, initializers shared between branches, several outputs and
-outputs that are also consumed inside the graph. ``HEXFUSE_PROPERTY_EXAMPLES`` raises the example
+Graphs mix branches, shared inputs, views, Q/DQ pairs (so QDQ units form), initializers shared
+between branches, several outputs and outputs that are also consumed inside the graph. ``HEXFUSE_PROPERTY_EXAMPLES`` raises the example
 count (CI runs the default; `HEXFUSE_PROPERTY_EXAMPLES=2000 pytest -k property` for a long run).
 """
 
@@ -21,7 +21,7 @@ from graph_passes.pipeline import fuse_model
 
 EXAMPLES = int(os.environ.get("HEXFUSE_PROPERTY_EXAMPLES", "150"))
 SIZE = 8  # every tensor is (SIZE, SIZE): any op can read any earlier tensor
-UNARY = ["Relu", "Sigmoid", "Tanh", "Softmax", "Transpose", "Identity", "Reshape", "Neg"]
+UNARY = ["Relu", "Sigmoid", "Tanh", "Softmax", "Transpose", "Identity", "Reshape", "Neg", "QDQ"]
 BINARY = ["Add", "Mul", "MatMul", "Sub", "Max"]
 
 
@@ -35,6 +35,11 @@ def random_dag(draw) -> onnx.ModelProto:
         op = draw(st.sampled_from(UNARY + BINARY))
         operands = [draw(st.sampled_from(tensors)) for _ in range(2 if op in BINARY else 1)]
         out = f"t{i}"
+        if op == "QDQ":  # a quantize/dequantize pair: QDQ units form around it
+            nodes.append(helper.make_node("QuantizeLinear", [operands[0], "scale", "zero"], [f"q{i}"], name=f"q{i}"))
+            nodes.append(helper.make_node("DequantizeLinear", [f"q{i}", "scale", "zero"], [out], name=f"n{i}"))
+            tensors.append(out)
+            continue
         extra = {"perm": [1, 0]} if op == "Transpose" else {}
         if op == "Reshape":
             operands.append("shape")
@@ -48,6 +53,8 @@ def random_dag(draw) -> onnx.ModelProto:
     inits = [
         numpy_helper.from_array(np.random.default_rng(0).standard_normal((SIZE, SIZE)).astype(np.float32), "w_shared"),
         numpy_helper.from_array(np.array([SIZE, SIZE], np.int64), "shape"),
+        numpy_helper.from_array(np.array(0.02, np.float32), "scale"),
+        numpy_helper.from_array(np.array(128, np.uint8), "zero"),
     ]
     graph = helper.make_graph(nodes, "random", [value(n) for n in inputs], [value(n) for n in outputs], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

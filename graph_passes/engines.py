@@ -79,7 +79,3 @@ def engine_of(op_type: str, domain: str = "") -> Engine:
     if op_type in _FREE_OPS:
         return Engine.FREE
     return Engine.OPAQUE
-
-
-def is_known_op(op_type: str) -> bool:
-    return engine_of(op_type) is not Engine.OPAQUE

@@ -17,7 +17,7 @@ import networkx as nx
 
 from graph_passes.analysis import Analysis
 from graph_passes.balance import Scorer, Verdict
-from graph_passes.candidates import Candidates, independence_problem
+from graph_passes.candidates import Candidates
 from graph_passes.spec_builder import fused_op_spec
 from graph_passes.tasks import Task
 
@@ -41,13 +41,12 @@ def _score(analysis: Analysis, scorer: Scorer, tasks: tuple[Task, ...]) -> Verdi
 def _best_third(analysis: Analysis, scorer: Scorer, candidates: Candidates, group: Group, used: set[int]) -> Group:
     first, second = group.tasks
     engines = {first.engine, second.engine}
+    # Partners are proven independent, so a partner of both is independent of the whole pair.
     shared = set(candidates.partners[first.id]) & set(candidates.partners[second.id])
     best = group
     for task_id in sorted(shared - used):
         third = analysis.tasks[task_id]
-        if third.engine in engines or independence_problem(analysis, first, third) or independence_problem(
-            analysis, second, third
-        ):
+        if third.engine in engines:
             continue
         tasks = tuple(sorted((first, second, third), key=lambda t: t.lo))
         verdict = _score(analysis, scorer, tasks)

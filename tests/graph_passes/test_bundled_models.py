@@ -126,3 +126,9 @@ def test_fused_models_run_on_qnn_htp_like_the_original(tmp_path):
                 assert max_abs <= 2 * reference, row
             else:
                 assert max_abs == 0.0, row
+
+
+def test_matrix_vector_and_dma_tasks_share_one_fused_node():
+    engines = [sorted(t.engine for t in op.tasks) for op in _fuse("llama_prefill_decode.onnx").spec.fused_ops]
+    assert ["dma", "matrix", "vector"] in engines
+    assert all(len(set(group)) == len(group) for group in engines)  # never two tasks of one engine

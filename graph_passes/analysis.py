@@ -27,6 +27,7 @@ class Analysis:
     _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
+    task_keys: dict[int, tuple] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def of(inferred: onnx.ModelProto) -> Analysis:

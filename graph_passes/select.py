@@ -18,7 +18,7 @@ import networkx as nx
 from graph_passes.analysis import Analysis
 from graph_passes.balance import Scorer, Verdict
 from graph_passes.candidates import Candidates
-from graph_passes.spec_builder import fused_op_spec
+from graph_passes.spec_builder import fused_op_spec, task_structure
 from graph_passes.tasks import Task
 
 
@@ -34,11 +34,23 @@ class Selection:
     reasons: dict[int, str]  # task id -> why it was not fused
 
 
-def _score(analysis: Analysis, scorer: Scorer, tasks: tuple[Task, ...]) -> Verdict:
-    return scorer.score(fused_op_spec(analysis, tasks))
+class _Scores:
+    """Verdicts by group structure: scorers see shapes and ops, never names, so equal structure
+    (the same pair in every layer of an LM) is built into a spec and scored once."""
+
+    def __init__(self, analysis: Analysis, scorer: Scorer) -> None:
+        self.analysis, self.scorer = analysis, scorer
+        self._verdicts: dict[tuple, Verdict] = {}
+
+    def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
+        key = tuple(task_structure(self.analysis, task) for task in tasks)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = self.scorer.score(fused_op_spec(self.analysis, tasks))
+        return verdict
 
 
-def _best_third(analysis: Analysis, scorer: Scorer, candidates: Candidates, group: Group, used: set[int]) -> Group:
+def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
     first, second = group.tasks
     engines = {first.engine, second.engine}
     # Partners are proven independent, so a partner of both is independent of the whole pair.
@@ -49,7 +61,7 @@ def _best_third(analysis: Analysis, scorer: Scorer, candidates: Candidates, grou
         if third.engine in engines:
             continue
         tasks = tuple(sorted((first, second, third), key=lambda t: t.lo))
-        verdict = _score(analysis, scorer, tasks)
+        verdict = score(tasks)
         if verdict.accepted and verdict.gain > best.verdict.gain:
             best = Group(tasks, verdict)
     return best
@@ -91,10 +103,11 @@ def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
 
 def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
     reasons = dict(candidates.reasons)
+    score = _Scores(analysis, scorer)
     scored: list[Group] = []
     for pair in candidates.pairs:
         tasks = (analysis.tasks[pair.first], analysis.tasks[pair.second])
-        verdict = _score(analysis, scorer, tasks)
+        verdict = score(tasks)
         if verdict.accepted:
             scored.append(Group(tasks, verdict))
         else:
@@ -107,7 +120,7 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
         if any(task.id in used for task in group.tasks):
             continue
         used.update(task.id for task in group.tasks)
-        group = _best_third(analysis, scorer, candidates, group, used)
+        group = _best_third(analysis, score, candidates, group, used)
         used.update(task.id for task in group.tasks)
         chosen.append(group)
     while cycles := _cycles(analysis, chosen):

@@ -18,6 +18,7 @@ Everything is a frozen dataclass; ``to_json``/``from_json`` round-trip exactly. 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -118,6 +119,23 @@ class FusionSpec:
             return _fusion_spec_from_dict(raw)
         except (KeyError, TypeError, ValueError) as exc:
             raise HexfuseError(f"fusion spec is malformed: {exc!r}") from None
+
+
+def structure_key(task: TaskSpec, tensor: Callable[[str], TensorSpec | None]) -> tuple:
+    """What a task computes, without its names: engine, ops, attributes and tensor types.
+
+    Equal keys mean equal costs, so repeated structure (the layers of an LM) is scored once."""
+
+    def signature(name: str) -> tuple | None:
+        spec = tensor(name)
+        return None if spec is None else (spec.shape, spec.dtype, spec.static, spec.quant is not None)
+
+    nodes = tuple(
+        (n.op_type, n.domain, tuple(sorted(n.attributes.items())), tuple(map(signature, n.inputs)),
+         tuple(map(signature, n.outputs)))
+        for n in task.nodes
+    )
+    return (task.engine, nodes, tuple(map(signature, task.inputs)), tuple(map(signature, task.outputs)))
 
 
 def _quant(raw: dict[str, Any] | None) -> QuantSpec | None:

@@ -9,7 +9,7 @@ import onnx
 from onnx import helper
 
 from graph_passes.analysis import Analysis
-from graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+from graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec, structure_key
 from graph_passes.tasks import Task
 
 
@@ -94,6 +94,14 @@ def task_spec(analysis: Analysis, task: Task) -> TaskSpec:
     cached = analysis.task_specs.get(task.id)
     if cached is None:
         cached = analysis.task_specs[task.id] = _task_spec(analysis, task)
+    return cached
+
+
+def task_structure(analysis: Analysis, task: Task) -> tuple:
+    """The task's structure key (graph_passes.spec.structure_key), cached per task."""
+    cached = analysis.task_keys.get(task.id)
+    if cached is None:
+        cached = analysis.task_keys[task.id] = structure_key(task_spec(analysis, task), lambda n: tensor_spec(analysis, n))
     return cached
 
 

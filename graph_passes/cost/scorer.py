@@ -17,28 +17,11 @@ from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, pr
 from graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from graph_passes.cost.simulate import Infeasible, simulate
 from graph_passes.cost.target import Target
-from graph_passes.spec import FusedOp, TaskSpec, TensorSpec
+from graph_passes.spec import FusedOp, TaskSpec, structure_key
 
 UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
 DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound
 CACHE_LIMIT = 200_000
-
-
-def _task_key(task: TaskSpec, tensors: dict[str, TensorSpec]) -> tuple:
-    """What a task's cost depends on: its ops, attributes and tensor types, not its names.
-
-    Repeated structure (the layers of an LM) then shares one cost and one verdict."""
-
-    def signature(name: str) -> tuple | None:
-        tensor = tensors.get(name)
-        return None if tensor is None else (tensor.shape, tensor.dtype, tensor.static, tensor.quant is not None)
-
-    nodes = tuple(
-        (n.op_type, n.domain, tuple(sorted(n.attributes.items())), tuple(map(signature, n.inputs)),
-         tuple(map(signature, n.outputs)))
-        for n in task.nodes
-    )
-    return (task.engine, nodes, tuple(map(signature, task.inputs)), tuple(map(signature, task.outputs)))
 
 
 @dataclass
@@ -61,7 +44,7 @@ class CostScorer:
         for task in op.tasks:
             known = self._keys.get(id(task))
             if known is None or known[0] is not task:  # the pass reuses one TaskSpec object per task
-                known = self._keys[id(task)] = (task, _task_key(task, tensors))
+                known = self._keys[id(task)] = (task, structure_key(task, tensors.get))
             key = known[1]
             cost = self._tasks.get(key)
             if cost is None:

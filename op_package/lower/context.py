@@ -19,9 +19,10 @@ from graph_passes.spec import AttributeValue, NodeSpec, TensorSpec
 
 MAX_RANK = 6
 MAX_PARTS = 32
-ELEMENT_SIZE = {"float32": 4, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8}
+ELEMENT_SIZE = {"float32": 4, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 CPP_DTYPE = {"float32": "kF32", "uint8": "kU8", "int8": "kI8", "uint16": "kU16", "int16": "kI16",
-             "int32": "kI32", "int64": "kI64"}
+             "int32": "kI32", "int64": "kI64", "bool": "kBool"}
+INT_DTYPES = ("uint8", "int8", "uint16", "int16", "int32", "int64")
 INDEX_DTYPES = ("int32", "int64")
 
 

@@ -141,8 +141,12 @@ def lower_scatter(ctx: NodeContext) -> Kernel:
                   reduction=reductions[reduction])
 
 
-@rule("Cast")
+@rule("Cast", "CastLike")
 def lower_cast(ctx: NodeContext) -> Kernel:
+    if ctx.node.op_type == "CastLike":
+        ctx.require_dtype(ctx.input(1), (ctx.output(0).dtype,))
+    if int(ctx.attr("saturate", 1)) != 1:
+        raise ctx.fail("saturate=0 is not supported")
     x, y = ctx.input(0), ctx.output(0)
     ctx.require_dtype(x, tuple(CPP_DTYPE))
     ctx.require_dtype(y, tuple(CPP_DTYPE))

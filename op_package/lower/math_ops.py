@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from op_package.lower.context import (Kernel, NodeContext, broadcast_strides, dims, kernel, numel,
-                                      rank_of, rule)
+from op_package.lower.context import (MAX_PARTS, Kernel, NodeContext, broadcast_strides, cpp, dims, kernel,
+                                      numel, rank_of, rule)
 
 UNARY = {
     "Relu": "kRelu", "Sigmoid": "kSigmoid", "Tanh": "kTanh", "Erf": "kErf", "Clip": "kClip",
@@ -11,11 +11,24 @@ UNARY = {
     "Reciprocal": "kReciprocal", "Sin": "kSin", "Cos": "kCos", "Softplus": "kSoftplus", "Elu": "kElu",
     "HardSigmoid": "kHardSigmoid", "HardSwish": "kHardSwish", "Floor": "kFloor", "Ceil": "kCeil",
     "Gelu": "kGelu", "Dropout": "kIdentity",
+    "Sign": "kSign", "Round": "kRound", "Tan": "kTan", "Sinh": "kSinh", "Cosh": "kCosh", "Asin": "kAsin",
+    "Acos": "kAcos", "Atan": "kAtan", "Asinh": "kAsinh", "Acosh": "kAcosh", "Atanh": "kAtanh", "Selu": "kSelu",
+    "Celu": "kCelu", "Mish": "kMish", "Softsign": "kSoftsign", "ThresholdedRelu": "kThresholdedRelu",
+    "Shrink": "kShrink",
+}
+# (alpha, beta) of the kernel: attribute name and ONNX default for each.
+UNARY_CONSTANTS = {
+    "LeakyRelu": (("alpha", 0.01), None), "Elu": (("alpha", 1.0), None),
+    "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)), "Celu": (("alpha", 1.0), None),
+    "ThresholdedRelu": (("alpha", 1.0), None), "Shrink": (("lambd", 0.5), ("bias", 0.0)),
+    "Selu": (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
 }
 # Rough cost of one element relative to an add: transcendental maps cost more.
 UNARY_COST = {"kRelu": 1, "kNeg": 1, "kAbs": 1, "kClip": 1, "kIdentity": 1, "kFloor": 1, "kCeil": 1,
-              "kLeakyRelu": 1, "kReciprocal": 2, "kSqrt": 4}
-BINARY = {"Add": "kAdd", "Sub": "kSub", "Mul": "kMul", "Div": "kDiv", "Pow": "kPow", "Max": "kMax", "Min": "kMin"}
+              "kLeakyRelu": 1, "kReciprocal": 2, "kSqrt": 4, "kSign": 1, "kRound": 1, "kSoftsign": 2,
+              "kThresholdedRelu": 1, "kShrink": 1}
+BINARY = {"Add": "kAdd", "Sub": "kSub", "Mul": "kMul", "Div": "kDiv", "Pow": "kPow", "Max": "kMax", "Min": "kMin",
+          "PRelu": "kPRelu"}
 
 
 @rule(*UNARY)
@@ -25,8 +38,13 @@ def lower_unary(ctx: NodeContext) -> Kernel:
     ctx.require_float(0)
     if op_type == "Dropout" and ctx.has_output(1):
         raise ctx.fail("the mask output of Dropout is not supported")
-    alpha = float(ctx.attr("alpha", {"LeakyRelu": 0.01, "Elu": 1.0, "HardSigmoid": 0.2}.get(op_type, 0.0)))
-    beta = float(ctx.attr("beta", 0.5 if op_type == "HardSigmoid" else 0.0))
+    alpha = beta = 0.0
+    for slot, spec in enumerate(UNARY_CONSTANTS.get(op_type, (None, None))):
+        if spec is not None:
+            value = float(ctx.attr(spec[0], spec[1]))
+            alpha, beta = (value, beta) if slot == 0 else (alpha, value)
+    if op_type == "Celu" and alpha == 0.0:
+        raise ctx.fail("alpha=0 is not supported (division by zero)")
     min_buf = max_buf = -1
     if op_type == "Clip":  # opset >= 11: bounds are optional inputs
         alpha, beta = float(ctx.attr("min", float("-inf"))), float(ctx.attr("max", float("inf")))
@@ -44,14 +62,54 @@ def lower_unary(ctx: NodeContext) -> Kernel:
 
 @rule(*BINARY)
 def lower_binary(ctx: NodeContext) -> Kernel:
-    if len([i for i in ctx.node.inputs if i]) != 2:
+    op_type = ctx.node.op_type
+    present = [i for i in ctx.node.inputs if i]
+    if op_type in ("Max", "Min") and len(present) != 2:
+        return lower_variadic(ctx)
+    if len(present) != 2 or len(ctx.node.inputs) != 2:
         raise ctx.fail("only the two-input form is supported")
+    return _binary(ctx, BINARY[op_type])
+
+
+def _binary(ctx: NodeContext, op: str) -> Kernel:
     ctx.require_float(0, 1)
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
     out_shape = list(out.shape) or [1]
     rank = rank_of(ctx, out_shape)
-    return kernel("binary_f32", "BinaryParams", numel(out_shape), 1.0 if BINARY[ctx.node.op_type] != "kPow" else 8.0,
+    for t in (a, b):
+        _require_broadcast(ctx, t.shape, out_shape)
+    return kernel("binary_f32", "BinaryParams", numel(out_shape), 8.0 if op in ("kPow", "kFmod") else 1.0,
                   a=ctx.in_buf(0), b=ctx.in_buf(1), out=ctx.out_buf(0),
-                  op=f"hexfuse::BinaryOp::{BINARY[ctx.node.op_type]}", rank=rank, out_dims=dims(out_shape),
+                  op=f"hexfuse::BinaryOp::{op}", rank=rank, out_dims=dims(out_shape),
                   a_strides=dims(broadcast_strides(a.shape, out_shape)),
                   b_strides=dims(broadcast_strides(b.shape, out_shape)))
+
+
+def _require_broadcast(ctx: NodeContext, shape, out_shape) -> None:
+    if len(shape) > len(out_shape) or any(
+            d not in (1, o) for d, o in zip(reversed(list(shape)), reversed(list(out_shape)))):
+        raise ctx.fail(f"input shape {list(shape)} does not broadcast to the output shape {list(out_shape)}")
+
+
+@rule("Sum", "Mean")
+def lower_variadic(ctx: NodeContext) -> Kernel:
+    op_type = ctx.node.op_type
+    names = [n for n in ctx.node.inputs if n]
+    if len(names) != len(ctx.node.inputs) or not names:
+        raise ctx.fail("omitted inputs are not supported")
+    if len(names) > MAX_PARTS:
+        raise ctx.fail(f"{len(names)} inputs, at most {MAX_PARTS} are supported")
+    ctx.require_float(*range(len(names)))
+    out_shape = list(ctx.output(0).shape) or [1]
+    rank = rank_of(ctx, out_shape)
+    strides = []
+    for n in names:
+        _require_broadcast(ctx, ctx.tensor(n).shape, out_shape)
+        strides.append(dims(broadcast_strides(ctx.tensor(n).shape, out_shape)))
+    strides += [dims([])] * (MAX_PARTS - len(names))
+    parts = [ctx.buf(n) for n in names] + [0] * (MAX_PARTS - len(names))
+    op = {"Sum": "kAdd", "Mean": "kAdd", "Max": "kMax", "Min": "kMin"}[op_type]
+    return kernel("variadic_f32", "VariadicParams", numel(out_shape), 2.0 * len(names),
+                  out=ctx.out_buf(0), count=len(names), rank=rank, mean=op_type == "Mean",
+                  op=f"hexfuse::BinaryOp::{op}", out_dims=dims(out_shape), parts=parts,
+                  strides="{{" + ", ".join(cpp(s) for s in strides) + "}}")

@@ -33,6 +33,23 @@ inline float apply(UnaryOp op, float x, float alpha, float beta) {
         case UnaryOp::kFloor: return std::floor(x);
         case UnaryOp::kCeil: return std::ceil(x);
         case UnaryOp::kIdentity: return x;
+        case UnaryOp::kSign: return x > 0.f ? 1.f : (x < 0.f ? -1.f : x);  // keeps 0 and NaN
+        case UnaryOp::kRound: return std::nearbyint(x);  // default rounding mode: half to even
+        case UnaryOp::kTan: return std::tan(x);
+        case UnaryOp::kSinh: return std::sinh(x);
+        case UnaryOp::kCosh: return std::cosh(x);
+        case UnaryOp::kAsin: return std::asin(x);
+        case UnaryOp::kAcos: return std::acos(x);
+        case UnaryOp::kAtan: return std::atan(x);
+        case UnaryOp::kAsinh: return std::asinh(x);
+        case UnaryOp::kAcosh: return std::acosh(x);
+        case UnaryOp::kAtanh: return std::atanh(x);
+        case UnaryOp::kSelu: return x > 0.f ? beta * x : beta * (alpha * std::exp(x) - alpha);
+        case UnaryOp::kCelu: return std::max(0.f, x) + std::min(0.f, alpha * std::expm1(x / alpha));
+        case UnaryOp::kMish: return x * std::tanh(x > 20.f ? x : std::log1p(std::exp(x)));
+        case UnaryOp::kSoftsign: return x / (1.f + std::fabs(x));
+        case UnaryOp::kThresholdedRelu: return x > alpha ? x : 0.f;
+        case UnaryOp::kShrink: return x < -alpha ? x + beta : (x > alpha ? x - beta : 0.f);
     }
     return x;
 }
@@ -46,6 +63,8 @@ inline float combine(BinaryOp op, float a, float b) {
         case BinaryOp::kPow: return b == 2.f ? a * a : std::pow(a, b);
         case BinaryOp::kMax: return std::max(a, b);
         case BinaryOp::kMin: return std::min(a, b);
+        case BinaryOp::kPRelu: return a < 0.f ? a * b : a;
+        case BinaryOp::kFmod: return std::fmod(a, b);
     }
     return a;
 }
@@ -102,6 +121,20 @@ void binary_f32(const void* params, void* const* buffers, int64_t begin, int64_t
         case BinaryOp::kPow: binary_rows<BinaryOp::kPow>(p, a, b, out, begin, end); break;
         case BinaryOp::kMax: binary_rows<BinaryOp::kMax>(p, a, b, out, begin, end); break;
         case BinaryOp::kMin: binary_rows<BinaryOp::kMin>(p, a, b, out, begin, end); break;
+        case BinaryOp::kPRelu: binary_rows<BinaryOp::kPRelu>(p, a, b, out, begin, end); break;
+        case BinaryOp::kFmod: binary_rows<BinaryOp::kFmod>(p, a, b, out, begin, end); break;
+    }
+}
+
+void variadic_f32(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const VariadicParams*>(params);
+    float* out = f32(buffers, p.out);
+    Dims c{};
+    for (int64_t i = begin; i < end; ++i) {
+        unravel(i, p.out_dims, p.rank, &c);
+        float acc = cf32(buffers, p.parts[0])[dot(c, p.strides[0], p.rank)];
+        for (int32_t k = 1; k < p.count; ++k) acc = combine(p.op, acc, cf32(buffers, p.parts[k])[dot(c, p.strides[k], p.rank)]);
+        out[i] = p.mean ? acc / static_cast<float>(p.count) : acc;
     }
 }
 

@@ -45,6 +45,7 @@ void cast_any(const void* params, void* const* buffers, int64_t begin, int64_t e
             case DType::kI16: store_as<int16_t>(out, i, v); break;
             case DType::kI32: store_as<int32_t>(out, i, v); break;
             case DType::kI64: store_as<int64_t>(out, i, v); break;
+            case DType::kBool: static_cast<uint8_t*>(out)[i] = v != 0.0 ? 1 : 0; break;
         }
     }
 }

@@ -15,7 +15,7 @@ constexpr int kMaxRank = 6;
 constexpr int kMaxParts = 32;  // inputs of Concat / outputs of Split
 using Dims = std::array<int64_t, kMaxRank>;
 
-enum class DType : int32_t { kF32 = 0, kU8, kI8, kU16, kI16, kI32, kI64 };
+enum class DType : int32_t { kF32 = 0, kU8, kI8, kU16, kI16, kI32, kI64, kBool };  // kBool: one byte, 0 or 1
 
 inline float* f32(void* const* b, int32_t i) { return static_cast<float*>(b[i]); }
 inline const float* cf32(void* const* b, int32_t i) { return static_cast<const float*>(b[i]); }
@@ -23,7 +23,8 @@ inline const float* cf32(void* const* b, int32_t i) { return static_cast<const f
 // Reads element i of an integer buffer of type t as int64 (index and zero-point inputs).
 inline int64_t load_int(const void* p, DType t, int64_t i) {
     switch (t) {
-        case DType::kU8: return static_cast<const uint8_t*>(p)[i];
+        case DType::kU8:
+        case DType::kBool: return static_cast<const uint8_t*>(p)[i];
         case DType::kI8: return static_cast<const int8_t*>(p)[i];
         case DType::kU16: return static_cast<const uint16_t*>(p)[i];
         case DType::kI16: return static_cast<const int16_t*>(p)[i];

@@ -7,6 +7,7 @@
 #include "hexfuse/kernels/conv.h"
 #include "hexfuse/kernels/elementwise.h"
 #include "hexfuse/kernels/layout.h"
+#include "hexfuse/kernels/logic.h"
 #include "hexfuse/kernels/matmul.h"
 #include "hexfuse/kernels/norm.h"
 #include "hexfuse/kernels/pool.h"

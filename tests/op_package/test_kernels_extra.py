@@ -1,0 +1,258 @@
+"""Kernels added for ops the pass classifies: every case is a small ONNX graph run once by ONNX Runtime
+(CPU EP) and once as a fused op of one host-built package (all cases share one spec, so one compile per
+session), in concurrent and internal-serial mode. Float outputs follow the harness contract (1e-5
+relative), integers and bools are exact. Bool tensors stay inside the fused op: the package boundary
+carries numeric dtypes only. Also: unsupported attribute combinations are refused at generation time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from graph_passes.errors import HexfuseError
+from graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from op_package.build import build_host
+from op_package.host import HostPackage
+from op_package.plan import plan_fused_op
+from op_package.render import render_package
+from op_package.writer import write_tree
+from tests.op_package._harness import compare
+
+OPSET = 21
+RNG = np.random.default_rng(1234)
+
+
+def randn(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def uniform(lo: float, hi: float, *shape: int) -> np.ndarray:
+    return RNG.uniform(lo, hi, shape).astype(np.float32)
+
+
+def ints(lo: int, hi: int, *shape: int, dtype=np.int64) -> np.ndarray:
+    return RNG.integers(lo, hi, size=shape).astype(dtype)
+
+
+@dataclass
+class Case:
+    name: str
+    nodes: list[onnx.NodeProto]
+    inputs: dict[str, np.ndarray]
+    outputs: list[str]
+    static: tuple[str, ...] = ()  # inputs that are initializers in a real model (pads, axes, k...)
+    engine: str = "vector"
+    opset: int = OPSET
+    values: dict[str, np.ndarray] = field(default_factory=dict)  # every tensor as ORT computed it
+
+    @property
+    def op_type(self) -> str:
+        return "HexFuse_x_" + "".join(c if c.isalnum() else "_" for c in self.name)
+
+
+def node(op_type: str, inputs: list[str], outputs: list[str], **attrs) -> onnx.NodeProto:
+    return helper.make_node(op_type, inputs, outputs, name=f"{op_type}_{outputs[0]}", **attrs)
+
+
+def unary(op_type: str, x: np.ndarray, **attrs) -> Case:
+    return Case(op_type + "".join(f"_{k}" for k in attrs), [node(op_type, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+
+
+def run_ort(case: Case) -> dict[str, np.ndarray]:
+    names = [o for n in case.nodes for o in n.output if o]
+    graph = helper.make_graph(
+        case.nodes, case.name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in case.inputs.items()],
+        [onnx.ValueInfoProto(name=n) for n in names])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 10
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    values = dict(zip(names, session.run(names, case.inputs)))
+    values.update(case.inputs)
+    return values
+
+
+def tensor_spec(name: str, value: np.ndarray, static: bool = False) -> TensorSpec:
+    return TensorSpec(name, str(value.dtype), tuple(int(d) for d in value.shape), static)
+
+
+def node_spec(n: onnx.NodeProto) -> NodeSpec:
+    attrs = {}
+    for a in n.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, list):
+            v = tuple(x.decode() if isinstance(x, bytes) else x for x in v)
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v).item()
+        attrs[a.name] = v
+    return NodeSpec(n.name, n.op_type, "", tuple(n.input), tuple(n.output), attrs)
+
+
+def fused_op(case: Case) -> FusedOp:
+    values = case.values
+    names = list(dict.fromkeys([*case.inputs, *(o for n in case.nodes for o in n.output if o)]))
+    tensors = tuple(tensor_spec(n, values[n], n in case.static) for n in names)
+    inputs = tuple(t for t in tensors if t.name in case.inputs)
+    outputs = tuple(t for t in tensors if t.name in case.outputs)
+    task = TaskSpec("t0", case.engine, tuple(node_spec(n) for n in case.nodes), tuple(case.inputs),
+                    tuple(case.outputs))
+    return FusedOp(case.op_type, case.op_type, inputs, outputs, (task,), tensors)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cases
+
+def _priority1() -> list[Case]:
+    cases = []
+    x = randn(4, 257)
+    for op in ("Sign", "Tan", "Sinh", "Cosh", "Atan", "Asinh", "Softsign", "Mish"):
+        cases.append(unary(op, x if op != "Tan" else uniform(-1.4, 1.4, 4, 257)))
+    x0 = x.copy()
+    x0[0, :4] = 0.0
+    cases.append(unary("Sign", x0))
+    cases[-1].name = "Sign_zeros"
+    cases.append(unary("Round", np.array([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.49, -3.51, 0.0, 7.5]], np.float32)))
+    for op in ("Asin", "Acos", "Atanh"):
+        cases.append(unary(op, uniform(-0.99, 0.99, 3, 100)))
+    cases.append(unary("Acosh", uniform(1.0, 6.0, 3, 100)))
+    cases += [unary("Selu", x), unary("Selu", x, alpha=1.5, gamma=2.0), unary("Celu", x), unary("Celu", x, alpha=0.5),
+              unary("ThresholdedRelu", x), unary("ThresholdedRelu", x, alpha=0.25),
+              unary("Shrink", x), unary("Shrink", x, lambd=0.7, bias=0.3),
+              unary("Mish", randn(64, 1024, scale=8.0))]  # several tiles; softplus overflow region
+    cases[-1].name = "Mish_big"
+    cases.append(Case("PRelu_channel", [node("PRelu", ["x", "s"], ["y"])],
+                      {"x": randn(2, 3, 4, 5), "s": randn(3, 1, 1)}, ["y"]))
+    cases.append(Case("PRelu_scalar", [node("PRelu", ["x", "s"], ["y"])], {"x": randn(2, 7), "s": randn(1)}, ["y"]))
+    cases.append(Case("Sum3", [node("Sum", ["a", "b", "c"], ["y"])],
+                      {"a": randn(2, 3, 4), "b": randn(3, 1), "c": randn(4)}, ["y"]))
+    cases.append(Case("Sum1", [node("Sum", ["a"], ["y"])], {"a": randn(5, 6)}, ["y"]))
+    cases.append(Case("Mean4", [node("Mean", ["a", "b", "c", "d"], ["y"])],
+                      {"a": randn(2, 3, 4), "b": randn(1, 3, 1), "c": randn(4), "d": randn(2, 1, 4)}, ["y"]))
+    cases.append(Case("Max3", [node("Max", ["a", "b", "c"], ["y"])],
+                      {"a": randn(3, 4), "b": randn(4), "c": randn(3, 1)}, ["y"]))
+    cases.append(Case("Mod_fmod_float", [node("Mod", ["a", "b"], ["y"], fmod=1)],
+                      {"a": randn(4, 5, scale=10), "b": uniform(0.5, 3.0, 5) * np.array([1, -1, 1, -1, 1], np.float32)},
+                      ["y"]))
+    for dtype in (np.int64, np.int32, np.int8):
+        a, b = ints(-50, 50, 4, 6, dtype=dtype), ints(1, 9, 6, dtype=dtype) * np.array([1, -1, 1, -1, 1, -1], dtype)
+        for fmod in (0, 1):
+            cases.append(Case(f"Mod_{np.dtype(dtype).name}_fmod{fmod}", [node("Mod", ["a", "b"], ["y"], fmod=fmod)],
+                              {"a": a, "b": b}, ["y"]))
+    # comparisons: bool stays inside, Where picks floats (or ints) back out
+    a, b = randn(3, 4, 5), randn(4, 1)
+    b[0, 0] = a[0, 0, 0]
+    for op in ("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
+        cases.append(Case(f"{op}_Where", [node(op, ["a", "b"], ["c"]), node("Where", ["c", "a", "z"], ["y"])],
+                          {"a": a, "b": b, "z": randn(5)}, ["y"]))
+        cases.append(Case(f"{op}_int_Cast", [node(op, ["i", "j"], ["c"]), node("Cast", ["c"], ["y"], to=7)],
+                          {"i": ints(-3, 3, 6, 7), "j": ints(-3, 3, 7)}, ["y"]))
+    cases.append(Case("Equal_int32_Cast", [node("Equal", ["i", "j"], ["c"]), node("Cast", ["c"], ["y"], to=1)],
+                      {"i": ints(0, 3, 6, 7, dtype=np.int32), "j": ints(0, 3, 6, 1, dtype=np.int32)}, ["y"]))
+    for op in ("And", "Or", "Xor"):
+        cases.append(Case(f"{op}_Not", [node("Less", ["a", "z0"], ["p"]), node("Greater", ["b", "z1"], ["q"]),
+                                         node(op, ["p", "q"], ["r"]), node("Not", ["r"], ["s"]),
+                                         node("Equal", ["r", "p"], ["e"]),
+                                         node("Cast", ["r"], ["y"], to=1), node("Cast", ["s"], ["w"], to=6),
+                                         node("Cast", ["e"], ["v"], to=7)],
+                          {"a": randn(4, 6), "b": randn(6), "z0": np.zeros(1, np.float32),
+                           "z1": np.zeros((4, 1), np.float32)}, ["y", "w", "v"]))
+    cases.append(Case("Where_int64_broadcast", [node("Less", ["a", "t"], ["c"]), node("Where", ["c", "i", "j"], ["y"])],
+                      {"a": randn(3, 1, 5), "t": randn(1), "i": ints(-9, 9, 4, 5), "j": ints(-9, 9, 3, 4, 1)}, ["y"]))
+    special = np.array([[np.nan, np.inf, -np.inf, 0.0, 1.0, -3.0]], np.float32)
+    cases.append(Case("IsNaN_IsInf", [node("IsNaN", ["x"], ["n"]), node("IsInf", ["x"], ["i"]),
+                                       node("IsInf", ["x"], ["p"], detect_negative=0),
+                                       node("IsInf", ["x"], ["m"], detect_positive=0),
+                                       node("Cast", ["n"], ["yn"], to=1), node("Cast", ["i"], ["yi"], to=6),
+                                       node("Cast", ["p"], ["yp"], to=2), node("Cast", ["m"], ["ym"], to=7)],
+                      {"x": special}, ["yn", "yi", "yp", "ym"]))
+    cases.append(Case("CastLike_and_bool_cast",
+                      [node("CastLike", ["x", "like"], ["y"]), node("Cast", ["x"], ["b"], to=9),
+                       node("Cast", ["b"], ["w"], to=1)],
+                      {"x": np.array([[0.0, 0.5, -2.0, 3.7, -0.2]], np.float32), "like": np.zeros(2, np.int32)},
+                      ["y", "w"]))
+    return cases
+
+
+CASES = _priority1()
+
+
+@dataclass
+class Built:
+    package: HostPackage
+    cases: dict[str, Case]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    for case in CASES:
+        case.values = run_ort(case)
+    spec = FusionSpec("extra.onnx", "0" * 64, "sm8550", tuple(fused_op(c) for c in CASES))
+    out = write_tree(render_package(spec), tmp_path_factory.mktemp("extra") / "pkg")
+    return Built(HostPackage(build_host(out), spec), {c.name: c for c in CASES})
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_matches_onnxruntime(built: Built, name: str) -> None:
+    case = built.cases[name]
+    inputs = [case.inputs[n] for n in case.inputs]
+    concurrent, _ = built.package.run(case.op_type, inputs, serial=False, trace=False)
+    serial, _ = built.package.run(case.op_type, inputs, serial=True, trace=False)
+    failures = []
+    for out_name, ours, barrier in zip(case.outputs, concurrent, serial):
+        why = compare(f"{name}/{out_name}", ours, case.values[out_name])
+        if why:
+            failures.append(why)
+        if not np.array_equal(ours, barrier, equal_nan=True):
+            failures.append(f"{name}/{out_name}: serial and concurrent modes differ")
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Refusals: at generation time, one line naming the node
+
+def _spec_of(nodes: list[NodeSpec], tensors: list[TensorSpec], inputs: list[str], outputs: list[str]) -> FusedOp:
+    by_name = {t.name: t for t in tensors}
+    task = TaskSpec("t0", "vector", tuple(nodes), tuple(inputs), tuple(outputs))
+    return FusedOp("HexFuse_r", "HexFuse_r", tuple(by_name[n] for n in inputs), tuple(by_name[n] for n in outputs),
+                   (task,), tuple(tensors))
+
+
+REFUSALS = {
+    "float_mod_without_fmod": (
+        [NodeSpec("m", "Mod", "", ("a", "b"), ("y",))],
+        [TensorSpec("a", "float32", (4,)), TensorSpec("b", "float32", (4,)), TensorSpec("y", "float32", (4,))],
+        ["a", "b"], ["y"], "fmod=1"),
+    "celu_alpha_zero": (
+        [NodeSpec("c", "Celu", "", ("a",), ("y",), {"alpha": 0.0})],
+        [TensorSpec("a", "float32", (4,)), TensorSpec("y", "float32", (4,))], ["a"], ["y"], "alpha=0"),
+    "where_mixed_dtypes": (
+        [NodeSpec("w", "Where", "", ("c", "a", "b"), ("y",))],
+        [TensorSpec("c", "uint8", (4,)), TensorSpec("a", "float32", (4,)), TensorSpec("b", "float32", (4,)),
+         TensorSpec("y", "float32", (4,))], ["c", "a", "b"], ["y"], "dtype uint8"),
+    "sum_bad_broadcast": (
+        [NodeSpec("s", "Sum", "", ("a", "b"), ("y",))],
+        [TensorSpec("a", "float32", (4, 3)), TensorSpec("b", "float32", (4,)), TensorSpec("y", "float32", (4, 3))],
+        ["a", "b"], ["y"], "does not broadcast"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refused_at_generation(name: str) -> None:
+    nodes, tensors, inputs, outputs, why = REFUSALS[name]
+    with pytest.raises(HexfuseError) as info:
+        plan_fused_op(_spec_of(nodes, tensors, inputs, outputs))
+    message = str(info.value)
+    assert f"node {nodes[0].name!r} ({nodes[0].op_type})" in message and why in message
+    assert "\n" not in message

@@ -185,7 +185,80 @@ def _priority1() -> list[Case]:
     return cases
 
 
-CASES = _priority1()
+def _priority2() -> list[Case]:
+    cases = []
+    x = randn(2, 3, 4, 5)
+    pads = np.array([0, 1, 2, 1, 0, 2, 1, 3], np.int64)
+    for mode in ("constant", "reflect", "edge", "wrap"):
+        cases.append(Case(f"Pad_{mode}", [node("Pad", ["x", "pads"], ["y"], mode=mode)], {"x": x, "pads": pads},
+                          ["y"], static=("pads",), engine="dma"))
+    cases.append(Case("Pad_value_axes_negative", [node("Pad", ["x", "pads", "v", "axes"], ["y"])],
+                      {"x": x, "pads": np.array([2, -1, 1, 2], np.int64), "v": np.array(1.5, np.float32),
+                       "axes": np.array([-1, 1], np.int64)}, ["y"], static=("pads", "v", "axes"), engine="dma"))
+    cases.append(Case("Pad_int64_edge", [node("Pad", ["i", "pads"], ["y"], mode="edge")],
+                      {"i": ints(-9, 9, 3, 4), "pads": np.array([1, 0, 2, 3], np.int64)}, ["y"], static=("pads",)))
+    cases.append(Case("Pad_opset2_attr", [node("Pad", ["x"], ["y"], pads=[0, 0, 1, 1, 0, 0, 2, 0], value=-3.0)],
+                      {"x": x}, ["y"], opset=10))
+    cases.append(Case("Tile", [node("Tile", ["x", "r"], ["y"])], {"x": randn(2, 3, 4), "r": np.array([2, 1, 3], np.int64)},
+                      ["y"], static=("r",), engine="dma"))
+    cases.append(Case("Tile_big", [node("Tile", ["x", "r"], ["y"])], {"x": randn(64, 1, 512), "r": np.array([1, 8, 2], np.int64)},
+                      ["y"], static=("r",), engine="dma"))
+    m = randn(2, 5, 7)
+    for upper in (0, 1):
+        for k in (-2, 0, 3):
+            cases.append(Case(f"Trilu_upper{upper}_k{k}", [node("Trilu", ["x", "k"], ["y"], upper=upper)],
+                              {"x": m, "k": np.array(k, np.int64)}, ["y"], static=("k",), engine="dma"))
+    cases.append(Case("Trilu_no_k_int32", [node("Trilu", ["i"], ["y"])], {"i": ints(-9, 9, 4, 4, dtype=np.int32)}, ["y"]))
+    cases.append(Case("ReverseSequence_time0", [node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1, time_axis=0)],
+                      {"x": randn(5, 4, 3), "lens": np.array([5, 1, 3, 0], np.int64)}, ["y"], engine="dma"))
+    cases.append(Case("ReverseSequence_batch0", [node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1)],
+                      {"x": randn(3, 6, 2), "lens": np.array([6, 2, 4], np.int64)}, ["y"], engine="dma"))
+    data = randn(4, 5, 6)
+    for axis in (0, 1, -1):
+        shape = [3, 4, 2]
+        n = data.shape[axis]
+        cases.append(Case(f"GatherElements_axis{axis}", [node("GatherElements", ["d", "i"], ["y"], axis=axis)],
+                          {"d": data, "i": ints(-n, n, *shape)}, ["y"], engine="dma"))
+    cases.append(Case("GatherElements_int32_idx_int64_data", [node("GatherElements", ["d", "i"], ["y"], axis=1)],
+                      {"d": ints(0, 100, 3, 4), "i": ints(0, 4, 3, 6, dtype=np.int32)}, ["y"], engine="dma"))
+    cases.append(Case("GatherND_k2", [node("GatherND", ["d", "i"], ["y"])],
+                      {"d": data, "i": np.stack([ints(-4, 4, 3, 2), ints(0, 5, 3, 2)], axis=-1)}, ["y"], engine="dma"))
+    cases.append(Case("GatherND_k3", [node("GatherND", ["d", "i"], ["y"])],
+                      {"d": data, "i": np.stack([ints(0, 4, 7), ints(0, 5, 7), ints(-6, 6, 7)], axis=-1)}, ["y"]))
+    cases.append(Case("GatherND_batch1", [node("GatherND", ["d", "i"], ["y"], batch_dims=1)],
+                      {"d": data, "i": ints(0, 5, 4, 3, 1)}, ["y"], engine="dma"))
+    idx = np.array([[0, 1], [3, 4], [2, 0]], np.int64)
+    for reduction in ("none", "add", "mul", "max", "min"):
+        cases.append(Case(f"ScatterND_{reduction}", [node("ScatterND", ["d", "i", "u"], ["y"], reduction=reduction)],
+                          {"d": data, "i": idx if reduction == "none" else np.concatenate([idx, idx[:1]]),
+                           "u": randn(3 if reduction == "none" else 4, 6)}, ["y"], engine="dma"))
+    cases.append(Case("ScatterND_int64_k1", [node("ScatterND", ["d", "i", "u"], ["y"])],
+                      {"d": ints(0, 9, 5, 3), "i": np.array([[4], [-5]], np.int64), "u": ints(10, 20, 2, 3)}, ["y"]))
+    ties = np.round(randn(4, 6, 5), 0)
+    for op in ("ArgMax", "ArgMin"):
+        for axis, keepdims, last in ((0, 1, 0), (1, 0, 1), (-1, 1, 1), (2, 0, 0)):
+            cases.append(Case(f"{op}_axis{axis}_keep{keepdims}_last{last}",
+                              [node(op, ["x"], ["y"], axis=axis, keepdims=keepdims, select_last_index=last)],
+                              {"x": ties}, ["y"]))
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            cases.append(Case(f"CumSum_ex{exclusive}_rev{reverse}",
+                              [node("CumSum", ["x", "a"], ["y"], exclusive=exclusive, reverse=reverse)],
+                              {"x": randn(3, 7, 4), "a": np.array(1, np.int64)}, ["y"], static=("a",)))
+    cases.append(Case("CumSum_int32_neg_axis", [node("CumSum", ["i", "a"], ["y"])],
+                      {"i": ints(-9, 9, 3, 5, dtype=np.int32), "a": np.array(-1, np.int32)}, ["y"], static=("a",)))
+    cases.append(Case("CumSum_int64_axis0", [node("CumSum", ["i", "a"], ["y"], reverse=1)],
+                      {"i": ints(-9, 9, 6, 2), "a": np.array([0], np.int64)}, ["y"], static=("a",)))
+    x4 = randn(2, 8, 3, 5)
+    for mode in ("DCR", "CRD"):
+        cases.append(Case(f"DepthToSpace_{mode}", [node("DepthToSpace", ["x"], ["y"], blocksize=2, mode=mode)],
+                          {"x": x4}, ["y"], engine="dma"))
+    cases.append(Case("SpaceToDepth", [node("SpaceToDepth", ["x"], ["y"], blocksize=3)], {"x": randn(2, 3, 6, 9)},
+                      ["y"], engine="dma"))
+    return cases
+
+
+CASES = _priority1() + _priority2()
 
 
 @dataclass
@@ -245,6 +318,18 @@ REFUSALS = {
         [NodeSpec("s", "Sum", "", ("a", "b"), ("y",))],
         [TensorSpec("a", "float32", (4, 3)), TensorSpec("b", "float32", (4,)), TensorSpec("y", "float32", (4, 3))],
         ["a", "b"], ["y"], "does not broadcast"),
+    "scatter_nd_int_reduction": (
+        [NodeSpec("s", "ScatterND", "", ("d", "i", "u"), ("y",), {"reduction": "add"})],
+        [TensorSpec("d", "int64", (4, 3)), TensorSpec("i", "int64", (2, 1)), TensorSpec("u", "int64", (2, 3)),
+         TensorSpec("y", "int64", (4, 3))], ["d", "i", "u"], ["y"], "float32 only"),
+    "pad_unknown_mode": (
+        [NodeSpec("p", "Pad", "", ("x", "pads"), ("y",), {"mode": "symmetric"})],
+        [TensorSpec("x", "float32", (4,)), TensorSpec("pads", "int64", (2,)), TensorSpec("y", "float32", (6,))],
+        ["x", "pads"], ["y"], "mode='symmetric'"),
+    "reverse_sequence_axes": (
+        [NodeSpec("r", "ReverseSequence", "", ("x", "l"), ("y",), {"batch_axis": 2, "time_axis": 0})],
+        [TensorSpec("x", "float32", (4, 3, 2)), TensorSpec("l", "int64", (2,)), TensorSpec("y", "float32", (4, 3, 2))],
+        ["x", "l"], ["y"], "must be 0 and 1"),
 }
 
 

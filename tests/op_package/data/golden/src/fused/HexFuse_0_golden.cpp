@@ -6,6 +6,7 @@
 
 #include "hexfuse/kernels/conv.h"
 #include "hexfuse/kernels/elementwise.h"
+#include "hexfuse/kernels/index.h"
 #include "hexfuse/kernels/layout.h"
 #include "hexfuse/kernels/logic.h"
 #include "hexfuse/kernels/matmul.h"

@@ -6,7 +6,8 @@ from op_package.lower.context import Kernel, NodeContext, dims, kernel, numel, r
 from op_package.lower.linalg import spatial, window
 
 REDUCE = {"ReduceSum": "kSum", "ReduceMean": "kMean", "ReduceMax": "kMax", "ReduceMin": "kMin",
-          "ReduceProd": "kProd", "ReduceSumSquare": "kSumSquare", "ReduceL1": "kL1", "ReduceL2": "kL2"}
+          "ReduceProd": "kProd", "ReduceSumSquare": "kSumSquare", "ReduceL1": "kL1", "ReduceL2": "kL2",
+          "ReduceLogSum": "kLogSum", "ReduceLogSumExp": "kLogSumExp"}
 
 
 @rule("BatchNormalization")
@@ -93,7 +94,7 @@ def lower_reduce(ctx: NodeContext) -> Kernel:
                      "static_mask": mask, "noop_with_empty_axes": noop})
 
 
-@rule("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+@rule("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "GlobalLpPool")
 def lower_pool(ctx: NodeContext) -> Kernel:
     ctx.require_float(0)
     op_type = ctx.node.op_type
@@ -108,10 +109,72 @@ def lower_pool(ctx: NodeContext) -> Kernel:
     else:
         k_hw = [1] * (4 - len(x.shape)) + list(ctx.attr("kernel_shape"))
         win = window(ctx, in_hw, out_hw, k_hw, len(x.shape) - 2)
-    kind = "kMax" if "Max" in op_type else "kAverage"
+    kind = "kMax" if "Max" in op_type else ("kLp" if "Lp" in op_type else "kAverage")
+    extra = {}
+    if kind == "kLp":
+        p_norm = int(ctx.attr("p", 2))
+        if p_norm < 1:
+            raise ctx.fail(f"p={p_norm} is not supported")
+        extra["p_norm"] = float(p_norm)
+        if op_type == "LpPool" and int(ctx.attr("ceil_mode", 0)):
+            raise ctx.fail("ceil_mode=1 is not supported")
     return kernel("pool_f32", "PoolParams", x.shape[0] * x.shape[1], float(out_hw[0] * out_hw[1] * k_hw[0] * k_hw[1]),
                   x=ctx.in_buf(0), out=ctx.out_buf(0), kind=f"hexfuse::PoolKind::{kind}", H=in_hw[0], W=in_hw[1],
                   OH=out_hw[0], OW=out_hw[1], KH=k_hw[0], KW=k_hw[1], count_include_pad=int(ctx.attr("count_include_pad", 0)),
-                  **win)
+                  **win, **extra)
+
+
+@rule("InstanceNormalization", "GroupNormalization")
+def lower_groupnorm(ctx: NodeContext) -> Kernel:
+    ctx.require_float(0, 1, 2)
+    x = ctx.input(0)
+    if len(x.shape) < 2:
+        raise ctx.fail("input must have a channel dimension")
+    N, C = x.shape[:2]
+    groups = C if ctx.node.op_type == "InstanceNormalization" else int(ctx.attr("num_groups"))
+    if groups <= 0 or C % groups:
+        raise ctx.fail(f"{C} channels do not split into {groups} groups")
+    sizes = {numel(ctx.input(i).shape) for i in (1, 2)}
+    if sizes == {C}:
+        per_channel = 1
+    elif sizes == {groups}:
+        per_channel = 0
+    else:
+        raise ctx.fail(f"scale/bias of {sorted(sizes)} values match neither {C} channels nor {groups} groups")
+    inner = numel(x.shape[2:])
+    return kernel("groupnorm_f32", "GroupNormParams", N * groups, 6.0 * inner * C / groups,
+                  x=ctx.in_buf(0), scale=ctx.in_buf(1), bias=ctx.in_buf(2), out=ctx.out_buf(0), C=C, groups=groups,
+                  inner=inner, per_channel=per_channel, epsilon=float(ctx.attr("epsilon", 1e-5)))
+
+
+@rule("MeanVarianceNormalization")
+def lower_mvn(ctx: NodeContext) -> Kernel:
+    ctx.require_float(0)
+    x = ctx.input(0)
+    rank = rank_of(ctx, x.shape)
+    mask = 0
+    for a in ctx.attr("axes", (0, 2, 3)):
+        mask |= 1 << ctx.axis(int(a), rank)
+    kept = numel([d for i, d in enumerate(x.shape) if not (mask >> i) & 1])
+    return kernel("mvn_f32", "MvnParams", kept, 6.0 * numel(x.shape) / max(1, kept),
+                  **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "rank": rank, "dims": dims(x.shape), "mask": mask})
+
+
+@rule("Hardmax", "LpNormalization")
+def lower_line(ctx: NodeContext) -> Kernel:
+    ctx.require_float(0)
+    x = ctx.input(0)
+    shape = list(x.shape) or [1]
+    axis = ctx.axis(int(ctx.attr("axis", -1)), len(shape))
+    op = "kHardmax"
+    if ctx.node.op_type == "LpNormalization":
+        p_norm = int(ctx.attr("p", 2))
+        if p_norm not in (1, 2):
+            raise ctx.fail(f"p={p_norm} is not supported (1 or 2)")
+        op = f"kL{p_norm}"
+    inner = numel(shape[axis + 1:])
+    return kernel("line_f32", "LineParams", numel(shape[:axis]) * inner, 4.0 * shape[axis],
+                  **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "len": shape[axis], "inner": inner,
+                     "op": f"hexfuse::LineOp::{op}"})
 
 

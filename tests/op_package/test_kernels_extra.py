@@ -258,7 +258,40 @@ def _priority2() -> list[Case]:
     return cases
 
 
-CASES = _priority1() + _priority2()
+def _priority3() -> list[Case]:
+    cases = []
+    x = randn(2, 6, 5, 4)
+    for op in ("ReduceLogSumExp", "ReduceLogSum"):
+        data = x * 30 if op == "ReduceLogSumExp" else np.abs(x) + 0.1
+        cases.append(Case(f"{op}_axes", [node(op, ["x", "a"], ["y"], keepdims=0)],
+                          {"x": data, "a": np.array([1, -1], np.int64)}, ["y"], static=("a",)))
+        cases.append(Case(f"{op}_all", [node(op, ["x"], ["y"])], {"x": data}, ["y"]))
+    cases.append(Case("InstanceNormalization", [node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)],
+                      {"x": x * 3 + 1, "s": randn(6), "b": randn(6)}, ["y"]))
+    cases.append(Case("GroupNormalization_21", [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3)],
+                      {"x": x * 2 - 1, "s": randn(6), "b": randn(6)}, ["y"]))
+    cases.append(Case("GroupNormalization_18", [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)],
+                      {"x": x, "s": randn(2), "b": randn(2)}, ["y"], opset=18))
+    cases.append(Case("MeanVarianceNormalization", [node("MeanVarianceNormalization", ["x"], ["y"])],
+                      {"x": x * 2 + 3}, ["y"]))
+    cases.append(Case("MeanVarianceNormalization_axes", [node("MeanVarianceNormalization", ["x"], ["y"], axes=[1, -1])],
+                      {"x": x}, ["y"]))
+    for p in (1, 2):
+        for axis in (1, -1):
+            cases.append(Case(f"LpNormalization_p{p}_axis{axis}", [node("LpNormalization", ["x"], ["y"], p=p, axis=axis)],
+                              {"x": x}, ["y"]))
+    for axis in (0, 1, -1):
+        cases.append(Case(f"Hardmax_axis{axis}", [node("Hardmax", ["x"], ["y"], axis=axis)],
+                          {"x": np.round(x, 0)}, ["y"]))
+    cases.append(Case("LpPool_p2", [node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[1, 2], pads=[1, 0, 1, 0])],
+                      {"x": x}, ["y"]))
+    cases.append(Case("LpPool_p3", [node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], p=3)], {"x": x}, ["y"]))
+    cases.append(Case("GlobalLpPool", [node("GlobalLpPool", ["x"], ["y"])], {"x": x}, ["y"]))
+    cases.append(Case("GlobalLpPool_p1", [node("GlobalLpPool", ["x"], ["y"], p=1)], {"x": x}, ["y"]))
+    return cases
+
+
+CASES = _priority1() + _priority2() + _priority3()
 
 
 @dataclass

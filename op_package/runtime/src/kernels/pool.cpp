@@ -3,6 +3,7 @@
 #include "hexfuse/kernels/pool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace hexfuse {
@@ -29,12 +30,18 @@ void pool_f32(const void* params, void* const* buffers, int64_t begin, int64_t e
                         if (iw < 0 || iw >= p.W) continue;
                         const float v = xp[ih * p.W + iw];
                         best = std::max(best, v);
-                        sum += v;
+                        if (p.kind == PoolKind::kLp) {
+                            sum += p.p_norm == 2.f ? v * v : std::pow(std::fabs(v), p.p_norm);
+                        } else {
+                            sum += v;
+                        }
                         ++count;
                     }
                 }
                 if (p.kind == PoolKind::kMax) {
                     op[oh * p.OW + ow] = best;
+                } else if (p.kind == PoolKind::kLp) {
+                    op[oh * p.OW + ow] = p.p_norm == 2.f ? std::sqrt(sum) : std::pow(sum, 1.f / p.p_norm);
                 } else {
                     if (p.count_include_pad) {
                         const int64_t hend = std::min(h0 + (p.KH - 1) * p.dil_h + 1, p.H + p.pad_b);

@@ -41,6 +41,15 @@ void reduce_f32(const void* params, void* const* buffers, int64_t begin, int64_t
     for (int64_t o = begin; o < end; ++o) {
         unravel(o, kept, p.rank, &oc);
         const int64_t base = dot(oc, strides, p.rank);
+        double shift = 0.0;  // LogSumExp: the maximum, so exp never overflows
+        if (p.op == ReduceOp::kLogSumExp) {
+            shift = -std::numeric_limits<double>::infinity();
+            for (int64_t r = 0; r < count; ++r) {
+                unravel(r, red, p.rank, &rc);
+                shift = std::max(shift, static_cast<double>(in[base + dot(rc, strides, p.rank)]));
+            }
+            if (!std::isfinite(shift)) shift = 0.0;
+        }
         double acc = p.op == ReduceOp::kProd ? 1.0 : 0.0;
         if (p.op == ReduceOp::kMax) acc = -std::numeric_limits<double>::infinity();
         if (p.op == ReduceOp::kMin) acc = std::numeric_limits<double>::infinity();
@@ -48,7 +57,8 @@ void reduce_f32(const void* params, void* const* buffers, int64_t begin, int64_t
             unravel(r, red, p.rank, &rc);
             const double v = in[base + dot(rc, strides, p.rank)];
             switch (p.op) {
-                case ReduceOp::kSum: case ReduceOp::kMean: acc += v; break;
+                case ReduceOp::kSum: case ReduceOp::kMean: case ReduceOp::kLogSum: acc += v; break;
+                case ReduceOp::kLogSumExp: acc += std::exp(v - shift); break;
                 case ReduceOp::kMax: acc = std::max(acc, v); break;
                 case ReduceOp::kMin: acc = std::min(acc, v); break;
                 case ReduceOp::kProd: acc *= v; break;
@@ -58,6 +68,8 @@ void reduce_f32(const void* params, void* const* buffers, int64_t begin, int64_t
         }
         if (p.op == ReduceOp::kMean) acc /= static_cast<double>(count);
         if (p.op == ReduceOp::kL2) acc = std::sqrt(acc);
+        if (p.op == ReduceOp::kLogSum) acc = std::log(acc);
+        if (p.op == ReduceOp::kLogSumExp) acc = shift + std::log(acc);
         out[o] = static_cast<float>(acc);
     }
 }

@@ -34,9 +34,34 @@ struct SoftmaxParams {
     int32_t log = 0;
 };
 
+struct GroupNormParams {    // InstanceNormalization (groups = C) / GroupNormalization. Unit: one (n, group).
+    int32_t x = -1, scale = -1, bias = -1, out = -1;
+    int64_t C = 1, groups = 1, inner = 1;
+    int32_t per_channel = 1;  // scale/bias per channel (else per group, GroupNormalization-18)
+    float epsilon = 1e-5f;
+};
+
+struct MvnParams {          // MeanVarianceNormalization over any axes. Unit: one element of the kept space.
+    int32_t in = -1, out = -1;
+    int32_t rank = 1;
+    Dims dims{};
+    int64_t mask = 0;       // bit d set: axis d normalised over
+};
+
+enum class LineOp : int32_t { kHardmax = 0, kL1, kL2 };
+
+struct LineParams {         // Hardmax / LpNormalization along one axis. Unit: one (outer, inner) line.
+    int32_t in = -1, out = -1;
+    int64_t len = 1, inner = 1;
+    LineOp op = LineOp::kHardmax;
+};
+
 void batchnorm_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void lrn_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void layernorm_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void softmax_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void groupnorm_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void mvn_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void line_f32(const void* params, void* const* buffers, int64_t begin, int64_t end);
 
 }  // namespace hexfuse

@@ -1,4 +1,4 @@
-// reduce.h: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2 over any axes. Work unit: one output element.
+// reduce.h: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp over any axes. Work unit: one output element.
 // The output layout is the same with or without keepdims, so only the reduced-axis mask matters; it is
 // static (axes attribute) or read at run time from the int64 axes input.
 #pragma once
@@ -7,7 +7,7 @@
 
 namespace hexfuse {
 
-enum class ReduceOp : int32_t { kSum = 0, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2 };
+enum class ReduceOp : int32_t { kSum = 0, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
 
 struct ReduceParams {
     int32_t in = -1, out = -1;

@@ -37,7 +37,8 @@ PACKAGE_VERSION = "1.0.0"
 QNN_DTYPES = {"float32": "QNN_DATATYPE_FLOAT_32", "int32": "QNN_DATATYPE_INT_32",
               "int64": "QNN_DATATYPE_INT_32",  # the QNN EP narrows int64 to int32; the glue widens back
               "uint8": "QNN_DATATYPE_UFIXED_POINT_8", "int8": "QNN_DATATYPE_SFIXED_POINT_8",
-              "uint16": "QNN_DATATYPE_UFIXED_POINT_16", "int16": "QNN_DATATYPE_SFIXED_POINT_16"}
+              "uint16": "QNN_DATATYPE_UFIXED_POINT_16", "int16": "QNN_DATATYPE_SFIXED_POINT_16",
+              "bool": "QNN_DATATYPE_BOOL_8"}
 
 PLAIN_QNN_DTYPES = {"uint8": "QNN_DATATYPE_UINT_8", "int8": "QNN_DATATYPE_INT_8", "uint16": "QNN_DATATYPE_UINT_16",
                     "int16": "QNN_DATATYPE_INT_16"}  # integer tensors without quantization params
@@ -58,6 +59,8 @@ class PortSpec:
 def _ports(tensors: tuple[TensorSpec, ...]) -> list[PortSpec]:
     ports = []
     for i, t in enumerate(tensors):
+        if t.dtype not in QNN_DTYPES:
+            raise HexfuseError(f"fused op port {t.name!r}: dtype {t.dtype} has no QNN datatype in the op package")
         qnn = QNN_DTYPES[t.dtype] if t.quant is not None else PLAIN_QNN_DTYPES.get(t.dtype, QNN_DTYPES[t.dtype])
         ports.append(PortSpec(i, t.name, t.dtype, qnn, tuple(t.shape), t.static, t.dtype == "int64"))
     return ports

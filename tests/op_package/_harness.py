@@ -24,6 +24,11 @@ from op_package.writer import write_tree
 REPO = Path(__file__).resolve().parents[2]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = ("squeezenet", "inception_v1", "inception_v2", "resnet50")
+# Negative controls: the pass must fuse nothing in them (tests/graph_passes checks why).
+NEGATIVE_MODELS = {
+    entry["file"] for entry in json.loads((REPO / "models" / "catalog.json").read_text())["models"]
+    if not entry["independent_branches"]
+}
 
 
 def source_models() -> list[Path]:

@@ -16,6 +16,7 @@ time sit next to each other, which keeps independent branches inside the reachab
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import onnx
@@ -59,16 +60,9 @@ def _is_shape_arithmetic(flow: Dataflow, node: onnx.NodeProto) -> bool:
         shape = flow.shape(name)
         if not name or shape is None or flow.types.get(name) is None:
             return False
-        if flow.dtype(name) not in _SHAPE_DTYPES or _elements(shape) > _SHAPE_ARITHMETIC_MAX_ELEMENTS:
+        if flow.dtype(name) not in _SHAPE_DTYPES or math.prod(shape) > _SHAPE_ARITHMETIC_MAX_ELEMENTS:
             return False
     return True
-
-
-def _elements(shape: tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count
 
 
 def _constant_nodes(flow: Dataflow) -> list[bool]:

@@ -16,7 +16,6 @@ from graph_passes.cost.baselines import Baselines
 from graph_passes.cost.scorer import CostScorer
 from graph_passes.cost.simulate import Infeasible
 from graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
-from graph_passes.errors import HexfuseError
 from graph_passes.io import write_atomic
 from graph_passes.spec import FusedOp
 

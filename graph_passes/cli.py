@@ -26,9 +26,10 @@ def _say(message: str) -> None:
 
 def _scorer(args: argparse.Namespace) -> CostScorer:
     """One scorer per run: it caches per-task costs across all candidate groups."""
-    if not 0.0 <= args.min_gain < 1.0:
-        raise HexfuseError(f"--min-gain must be in [0, 1), got {args.min_gain}")
-    return scorer_for(args.target, args.min_gain)
+    for flag, value in (("--min-gain", args.min_gain), ("--min-overlap", args.min_overlap)):
+        if not 0.0 <= value < 1.0:
+            raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
+    return scorer_for(args.target, args.min_gain, args.min_overlap)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -106,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for sub in (analyze, fuse):
         sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
+        sub.add_argument("--min-overlap", type=float, default=0.0,
+                         help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
         sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
 
     # The other rooms register their own subcommands.

@@ -20,9 +20,10 @@ from graph_passes.io import write_atomic
 from graph_passes.spec import FusedOp
 
 
-def scorer_for(target: str | Path | Target, min_gain: float) -> CostScorer:
-    """The scorer for ``--target``/``--min-gain``: a bundled name (see ``list_targets()``) or a JSON path."""
-    return CostScorer(target if isinstance(target, Target) else load_target(target), min_gain)
+def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0) -> CostScorer:
+    """The scorer for ``--target``/``--min-gain``/``--min-overlap``: a bundled target name (see
+    ``list_targets()``) or a JSON path."""
+    return CostScorer(target if isinstance(target, Target) else load_target(target), min_gain, min_overlap)
 
 
 def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:

@@ -28,6 +28,7 @@ CACHE_LIMIT = 200_000
 class CostScorer:
     target: Target
     min_gain: float = 0.1
+    min_overlap: float = 0.0  # also require this engine-overlap gain (3 -> 4), apart from entry merging
     name: str = "cost"
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
@@ -106,6 +107,11 @@ class CostScorer:
         gain = base.gain
         if gain < self.min_gain:
             reason = self._why_not(costs, alone) or f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}"
+            return Verdict(False, gain, reason, details)
+        if base.overlap_gain < self.min_overlap:
+            reason = self._why_not(costs, alone) or (
+                f"little overlap: engine-overlap gain {base.overlap_gain:.1%} < --min-overlap {self.min_overlap:.0%} "
+                f"(entry merge alone would save {base.entry_merge_gain:.1%})")
             return Verdict(False, gain, reason, details)
         return Verdict(True, gain, (
             f"overlap: {base.t4_fused_concurrent / 1e3:.1f} us vs best existing {base.t2_best_existing / 1e3:.1f} us "

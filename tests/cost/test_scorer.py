@@ -81,3 +81,13 @@ def test_reports_trace_png_and_markdown(inception, tmp_path):
 def test_scorer_for_names_and_paths():
     assert scorer_for("v73", 0.2).target.name == "sm8550"
     assert scorer_for("v73", 0.2).min_gain == 0.2
+
+
+def test_min_overlap_separates_engine_overlap_from_entry_merging():
+    op = fused(matmul_task("m", 512, 512, 512), vector_task("v", (512, 2048), "Softmax"))
+    target = load_target("sm8550")
+    plain = CostScorer(target, min_gain=0.0).score(op)
+    assert plain.accepted and plain.details["overlap_gain"] > 0.05
+    strict = CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] + 0.01).score(op)
+    assert not strict.accepted and "little overlap" in strict.reason
+    assert CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] - 0.01).score(op).accepted

@@ -1,8 +1,13 @@
 // elementwise.cpp: scalar reference paths (the compiler vectorises the contiguous loops on the host).
+// Hexagon builds (__HVX__) run Relu, Clip and contiguous Max / Min through hvx_minmax.h first.
 #include "hexfuse/kernels/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
+
+#ifdef __HVX__
+#include "hexfuse/kernels/hvx_minmax.h"
+#endif
 
 namespace hexfuse {
 namespace {
@@ -69,6 +74,21 @@ inline float combine(BinaryOp op, float a, float b) {
     return a;
 }
 
+// Elements [0, done) of one contiguous run done by the HVX path (Max / Min only); the scalar loop
+// finishes [done, run). b_step 0: b[0] is broadcast.
+template <BinaryOp Op>
+int64_t vector_prefix(float* out, const float* a, const float* b, int64_t b_step, int64_t run) {
+#ifdef __HVX__
+    if constexpr (Op == BinaryOp::kMax || Op == BinaryOp::kMin) {
+        return static_cast<int64_t>(hexfuse_hvx_minmax_f32(out, a, b, static_cast<size_t>(b_step),
+                                                           static_cast<size_t>(run),
+                                                           Op == BinaryOp::kMax ? HEXFUSE_HVX_MAX : HEXFUSE_HVX_MIN));
+    }
+#endif
+    (void)out, (void)a, (void)b, (void)b_step, (void)run;
+    return 0;
+}
+
 template <BinaryOp Op>
 void binary_rows(const BinaryParams& p, const float* a, const float* b, float* out, int64_t begin, int64_t end) {
     const int last = p.rank - 1;
@@ -81,10 +101,10 @@ void binary_rows(const BinaryParams& p, const float* a, const float* b, float* o
         const float* bp = b + dot(coords, p.b_strides, p.rank);
         float* op = out + i;
         if (as == 1 && bs == 1) {
-            for (int64_t j = 0; j < run; ++j) op[j] = combine(Op, ap[j], bp[j]);
+            for (int64_t j = vector_prefix<Op>(op, ap, bp, 1, run); j < run; ++j) op[j] = combine(Op, ap[j], bp[j]);
         } else if (as == 1 && bs == 0) {
             const float bv = *bp;
-            for (int64_t j = 0; j < run; ++j) op[j] = combine(Op, ap[j], bv);
+            for (int64_t j = vector_prefix<Op>(op, ap, bp, 0, run); j < run; ++j) op[j] = combine(Op, ap[j], bv);
         } else {
             for (int64_t j = 0; j < run; ++j) op[j] = combine(Op, ap[j * as], bp[j * bs]);
         }
@@ -101,6 +121,11 @@ void unary_f32(const void* params, void* const* buffers, int64_t begin, int64_t 
     float alpha = p.alpha, beta = p.beta;
     if (p.min_buf >= 0) alpha = *cf32(buffers, p.min_buf);
     if (p.max_buf >= 0) beta = *cf32(buffers, p.max_buf);
+#ifdef __HVX__
+    const size_t n = static_cast<size_t>(end - begin);
+    if (p.op == UnaryOp::kRelu) begin += static_cast<int64_t>(hexfuse_hvx_relu_f32(out + begin, in + begin, n));
+    if (p.op == UnaryOp::kClip) begin += static_cast<int64_t>(hexfuse_hvx_clip_f32(out + begin, in + begin, n, alpha, beta));
+#endif
     if (p.op == UnaryOp::kRelu) {  // the hot one: keep it a plain loop the vectoriser sees
         for (int64_t i = begin; i < end; ++i) out[i] = in[i] > 0.f ? in[i] : 0.f;
         return;

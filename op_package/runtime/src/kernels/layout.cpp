@@ -1,14 +1,28 @@
 // layout.cpp: byte-level moves; element size comes from the spec, so one kernel serves every dtype.
+// Contiguous runs (copy, Transpose/Expand rows, Concat, Split) go through move_bytes: HVX on Hexagon.
 #include "hexfuse/kernels/layout.h"
 
 #include <algorithm>
 #include <numeric>
 #include <vector>
 
+#ifdef __HVX__
+#include "hexfuse/kernels/hvx_copy.h"
+#endif
+
 namespace hexfuse {
 namespace {
 
 inline char* bytes(void* const* b, int32_t i) { return static_cast<char*>(b[i]); }
+
+// memcpy of one contiguous run; Hexagon builds move the whole vectors with HVX first.
+inline void move_bytes(void* dst, const void* src, int64_t n) {
+    size_t done = 0;
+#ifdef __HVX__
+    done = hexfuse_hvx_copy_bytes(dst, src, static_cast<size_t>(n));
+#endif
+    std::memcpy(static_cast<char*>(dst) + done, static_cast<const char*>(src) + done, static_cast<size_t>(n) - done);
+}
 
 // ONNX Slice start for one axis: negative counts from the end, then clamp (to dim-1 for negative steps).
 int64_t resolve_start(int64_t start, int64_t dim, int64_t step) {
@@ -20,8 +34,8 @@ int64_t resolve_start(int64_t start, int64_t dim, int64_t step) {
 
 void copy_any(const void* params, void* const* buffers, int64_t begin, int64_t end) {
     const auto& p = *static_cast<const CopyParams*>(params);
-    std::memcpy(bytes(buffers, p.out) + begin * p.elem_size, bytes(buffers, p.in) + begin * p.elem_size,
-                static_cast<size_t>((end - begin) * p.elem_size));
+    move_bytes(bytes(buffers, p.out) + begin * p.elem_size, bytes(buffers, p.in) + begin * p.elem_size,
+               (end - begin) * p.elem_size);
 }
 
 namespace {
@@ -62,7 +76,7 @@ void strided_copy(const void* params, void* const* buffers, int64_t begin, int64
         const char* src = in + dot(c, p.in_strides, p.rank) * p.elem_size;
         const int64_t step = p.in_strides[last] * p.elem_size;
         if (step == p.elem_size) {
-            std::memcpy(out + i * p.elem_size, src, static_cast<size_t>(run * p.elem_size));
+            move_bytes(out + i * p.elem_size, src, run * p.elem_size);
         } else {
             for (int64_t j = 0; j < run; ++j) std::memcpy(out + (i + j) * p.elem_size, src + j * step, static_cast<size_t>(p.elem_size));
         }
@@ -76,8 +90,8 @@ void concat_any(const void* params, void* const* buffers, int64_t begin, int64_t
     for (int64_t o = begin; o < end; ++o) {
         int64_t at = o * p.out_row;
         for (int32_t k = 0; k < p.count; ++k) {
-            std::memcpy(out + at * p.elem_size, bytes(buffers, p.parts[k]) + o * p.part_row[k] * p.elem_size,
-                        static_cast<size_t>(p.part_row[k] * p.elem_size));
+            move_bytes(out + at * p.elem_size, bytes(buffers, p.parts[k]) + o * p.part_row[k] * p.elem_size,
+                       p.part_row[k] * p.elem_size);
             at += p.part_row[k];
         }
     }
@@ -89,8 +103,8 @@ void split_any(const void* params, void* const* buffers, int64_t begin, int64_t 
     for (int64_t o = begin; o < end; ++o) {
         int64_t at = o * p.in_row;
         for (int32_t k = 0; k < p.count; ++k) {
-            std::memcpy(bytes(buffers, p.parts[k]) + o * p.part_row[k] * p.elem_size, in + at * p.elem_size,
-                        static_cast<size_t>(p.part_row[k] * p.elem_size));
+            move_bytes(bytes(buffers, p.parts[k]) + o * p.part_row[k] * p.elem_size, in + at * p.elem_size,
+                       p.part_row[k] * p.elem_size);
             at += p.part_row[k];
         }
     }

@@ -1,8 +1,13 @@
 // logic.cpp: scalar reference of comparisons, boolean logic, integer Mod, Where, IsNaN/IsInf, Not.
+// Hexagon builds (__HVX__) run dense one-byte comparisons / logic and Not through hvx_logic.h first.
 #include "hexfuse/kernels/logic.h"
 
 #include <cmath>
 #include <type_traits>
+
+#ifdef __HVX__
+#include "hexfuse/kernels/hvx_logic.h"
+#endif
 
 namespace hexfuse {
 namespace {
@@ -56,10 +61,48 @@ void typed_dispatch(const TypedBinaryParams& p, void* const* buffers, int64_t be
                   begin, end);
 }
 
+#ifdef __HVX__
+static_assert(HEXFUSE_HVX_EQ == static_cast<int>(TypedOp::kEqual) && HEXFUSE_HVX_LT == static_cast<int>(TypedOp::kLess) &&
+                  HEXFUSE_HVX_GT == static_cast<int>(TypedOp::kGreater) &&
+                  HEXFUSE_HVX_LE == static_cast<int>(TypedOp::kLessOrEqual) &&
+                  HEXFUSE_HVX_GE == static_cast<int>(TypedOp::kGreaterOrEqual) &&
+                  HEXFUSE_HVX_AND == static_cast<int>(TypedOp::kAnd) && HEXFUSE_HVX_OR == static_cast<int>(TypedOp::kOr) &&
+                  HEXFUSE_HVX_XOR == static_cast<int>(TypedOp::kXor) &&
+                  HEXFUSE_HVX_LOGIC_OPS == static_cast<int>(TypedOp::kMod),
+              "hvx_logic.h op numbers are TypedOp's");
+
+// True when operand strides walk the output in row-major order (no broadcast but size-1 dims).
+bool dense(const Dims& strides, const Dims& dims, int rank) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+        if (dims[d] != 1 && strides[d] != s) return false;
+        s *= dims[d];
+    }
+    return true;
+}
+
+// Elements [begin, begin + done) of a one-byte comparison / logic op done by HVX; 0 when not applicable.
+int64_t vector_prefix(const TypedBinaryParams& p, void* const* buffers, int64_t begin, int64_t end) {
+    const bool one_byte = p.type == DType::kU8 || p.type == DType::kBool || p.type == DType::kI8;
+    if (!one_byte || p.op > TypedOp::kXor || !dense(p.a_strides, p.out_dims, p.rank) ||
+        !dense(p.b_strides, p.out_dims, p.rank)) {
+        return 0;
+    }
+    const auto* a = static_cast<const uint8_t*>(buffers[p.a]) + begin;
+    const auto* b = static_cast<const uint8_t*>(buffers[p.b]) + begin;
+    auto* out = static_cast<uint8_t*>(buffers[p.out]) + begin;
+    return static_cast<int64_t>(hexfuse_hvx_compare_u8(out, a, b, static_cast<size_t>(end - begin),
+                                                       static_cast<int>(p.op), p.type == DType::kI8));
+}
+#endif
+
 }  // namespace
 
 void typed_binary(const void* params, void* const* buffers, int64_t begin, int64_t end) {
     const auto& p = *static_cast<const TypedBinaryParams*>(params);
+#ifdef __HVX__
+    begin += vector_prefix(p, buffers, begin, end);
+#endif
     switch (p.type) {
         case DType::kF32: typed_dispatch<float>(p, buffers, begin, end); break;
         case DType::kU8:
@@ -106,6 +149,9 @@ void not_bool(const void* params, void* const* buffers, int64_t begin, int64_t e
     const auto& p = *static_cast<const NotParams*>(params);
     const uint8_t* in = static_cast<const uint8_t*>(buffers[p.in]);
     uint8_t* out = static_cast<uint8_t*>(buffers[p.out]);
+#ifdef __HVX__
+    begin += static_cast<int64_t>(hexfuse_hvx_not_u8(out + begin, in + begin, static_cast<size_t>(end - begin)));
+#endif
     for (int64_t i = begin; i < end; ++i) out[i] = in[i] ? 0 : 1;
 }
 

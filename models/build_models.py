@@ -32,30 +32,7 @@ import onnx
 OPSET = 18
 CATALOG = "catalog.json"
 
-# ----------------------------------------------------------------------------------------------
-# random inputs (the same spec format is written to catalog.json for the tests / graph-pass tests)
-# ----------------------------------------------------------------------------------------------
-# spec: {"kind": "randn"} | {"kind": "randint", "low": a, "high": b} (high exclusive)
-#       | {"kind": "ones"} | {"kind": "const", "value": v}
-
-_NP_DTYPES = {"float32": np.float32, "int64": np.int64}
-
-
-def make_input(spec: dict, shape: list[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    kind = spec["kind"]
-    if kind == "randn":
-        a = rng.standard_normal(shape)
-    elif kind == "randint":
-        a = rng.integers(spec["low"], spec["high"], size=shape)
-    elif kind == "ones":
-        a = np.ones(shape)
-    elif kind == "const":
-        a = np.full(shape, spec["value"])
-    else:
-        raise ValueError(f"unknown input kind {kind!r}")
-    return a.astype(_NP_DTYPES[dtype])
-
-
+from model_inputs import make_input  # noqa: E402  (models/ is a script directory)
 from definitions import SEED, SPECS, Built, _torch  # noqa: E402  (models/ is a script directory)
 
 

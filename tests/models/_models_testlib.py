@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,9 @@ import onnx
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 CATALOG_PATH = MODELS_DIR / "catalog.json"
 
-_NP = {"float32": np.float32, "int64": np.int64}
+sys.path.insert(0, str(MODELS_DIR))  # models/ is a script directory, not a package
+from model_inputs import make_input  # noqa: E402  (the builder's own input specs)
+
 
 
 def load_catalog() -> dict:
@@ -22,22 +25,10 @@ def load_catalog() -> dict:
 def make_feeds(entry: dict, seed: int) -> dict[str, np.ndarray]:
     """Random but valid inputs for a catalog entry, following its input_values specs."""
     rng = np.random.default_rng(seed)
-    feeds = {}
-    for name, shape in entry["inputs"].items():
-        spec = entry["input_values"][name]
-        kind = spec["kind"]
-        if kind == "randn":
-            a = rng.standard_normal(shape)
-        elif kind == "randint":
-            a = rng.integers(spec["low"], spec["high"], size=shape)
-        elif kind == "ones":
-            a = np.ones(shape)
-        elif kind == "const":
-            a = np.full(shape, spec["value"])
-        else:
-            raise ValueError(f"unknown input kind {kind!r} for {entry['file']}:{name}")
-        feeds[name] = a.astype(_NP[entry["dtype"][name]])
-    return feeds
+    return {
+        name: make_input(entry["input_values"][name], shape, entry["dtype"][name], rng)
+        for name, shape in entry["inputs"].items()
+    }
 
 
 class Reach:

@@ -64,7 +64,7 @@ def run_fuse(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     scorer = _scorer(args)
     _say(f"fusing {args.model} for target {scorer.target.name}")
-    result = fuse_model(args.model, scorer, target=scorer.target.name)
+    result = fuse_model(args.model, scorer)
     analyzed = result.analyzed
     if result.changed and not args.no_verify:
         _say("checking outputs against the original on ONNX Runtime (CPU EP); --no-verify skips this")

@@ -100,7 +100,14 @@ def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResu
     return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
 
 
-def fuse_model(path: str | Path, scorer: Scorer | None = None, target: str = DEFAULT_TARGET) -> FuseResult:
+def _target_name(scorer: Scorer) -> str:
+    target = getattr(scorer, "target", None)  # the cost model's scorer knows its target
+    return target.name if target is not None else scorer.name
+
+
+def fuse_model(path: str | Path, scorer: Scorer | None = None) -> FuseResult:
+    scorer = scorer or default_scorer()
+    target = _target_name(scorer)
     analyzed = analyze_model(path, scorer)
     loaded = analyzed.loaded
     if not analyzed.fused_ops:

@@ -44,6 +44,11 @@ class Analysis:
             nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in self.units.units[unit].nodes)
         return nodes
 
+    def level_range(self, task: Task) -> tuple[int, int]:
+        """Lowest and highest ASAP level of the task's units."""
+        levels = [self.units.units[unit].level for unit in task.units]
+        return min(levels), max(levels)
+
     def node_label(self, index: int) -> str:
         node = self.flow.nodes[index]
         return f"{node.op_type} {node.name!r}"

@@ -58,6 +58,13 @@ def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
     return None if problem is None else problem()
 
 
+def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
+    """How many ASAP levels apart two tasks become ready (0 when their level ranges overlap)."""
+    low_a, high_a = analysis.level_range(a)
+    low_b, high_b = analysis.level_range(b)
+    return max(0, max(low_a, low_b) - min(high_a, high_b))
+
+
 def find_candidates(analysis: Analysis) -> Candidates:
     fusable = [task for task in analysis.tasks if task.fusable]
     by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))

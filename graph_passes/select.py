@@ -17,9 +17,13 @@ import networkx as nx
 
 from graph_passes.analysis import Analysis
 from graph_passes.balance import Scorer, Verdict
-from graph_passes.candidates import Candidates
+from graph_passes.candidates import Candidates, level_gap
+from graph_passes.contraction import Contraction
 from graph_passes.spec_builder import fused_op_spec, task_structure
 from graph_passes.tasks import Task
+
+
+MAX_FUSED_GROUPS = 10_000  # onnx.checker refuses models with more local functions
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,10 @@ class _Scores:
         if verdict is None:
             verdict = self._verdicts[key] = self.scorer.score(fused_op_spec(self.analysis, tasks))
         return verdict
+
+
+def _units(group: Group) -> list[int]:
+    return [unit for task in group.tasks for unit in task.units]
 
 
 def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
@@ -113,16 +121,27 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
         else:
             for task in tasks:
                 reasons.setdefault(task.id, f"best partner rejected by {scorer.name} scorer: {verdict.reason}")
-    scored.sort(key=lambda g: (-g.verdict.gain, g.tasks[0].lo, g.tasks[1].lo))
+    # Pairs that become ready together first: groups on one ASAP level can never close a cycle (every
+    # quotient edge then goes up a level), while pairing early with late work across two branches
+    # ({a1, b2} and {a2, b1}) does. Within a level gap, the best predicted gain first.
+    scored.sort(key=lambda g: (level_gap(analysis, *g.tasks), -g.verdict.gain, g.tasks[0].lo, g.tasks[1].lo))
     used: set[int] = set()
     chosen: list[Group] = []
-    for group in scored:
-        if any(task.id in used for task in group.tasks):
+    contraction = Contraction(analysis.units.successors)
+    for pair in scored:
+        if any(task.id in used for task in pair.tasks):
             continue
-        used.update(task.id for task in group.tasks)
-        group = _best_third(analysis, score, candidates, group, used)
+        triple = _best_third(analysis, score, candidates, pair, used | {t.id for t in pair.tasks})
+        options = (triple, pair) if triple is not pair else (pair,)
+        group = next((g for g in options if not contraction.closes_cycle(_units(g))), None)
+        if group is None:
+            for task in pair.tasks:
+                reasons.setdefault(task.id, "pairing it would close a cycle with groups already chosen")
+            continue
+        contraction.add(_units(group))
         used.update(task.id for task in group.tasks)
         chosen.append(group)
+    # The contraction kept the graph acyclic; check the whole quotient once more, independently.
     while cycles := _cycles(analysis, chosen):
         # Drop the weakest group of every cycle at once; repeat, since a drop can leave a longer cycle.
         dropped = {min(cycle, key=lambda g: (chosen[g].verdict.gain, -chosen[g].tasks[0].lo)) for cycle in cycles}
@@ -130,6 +149,12 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
             for task in chosen[g].tasks:
                 reasons[task.id] = "its group would close a cycle with another fused group"
         chosen = [group for g, group in enumerate(chosen) if g not in dropped]
+    if len(chosen) > MAX_FUSED_GROUPS:
+        chosen.sort(key=lambda g: (-g.verdict.gain, g.tasks[0].lo))
+        for group in chosen[MAX_FUSED_GROUPS:]:
+            for task in group.tasks:
+                reasons[task.id] = f"the model already has {MAX_FUSED_GROUPS} fused groups (ONNX's limit on local functions)"
+        chosen = chosen[:MAX_FUSED_GROUPS]
     fused = {task.id for group in chosen for task in group.tasks}
     for task_id in fused:
         reasons.pop(task_id, None)

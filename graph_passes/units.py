@@ -33,6 +33,7 @@ _SHAPE_ARITHMETIC_MAX_ELEMENTS = 64
 @dataclass(frozen=True)
 class Unit:
     position: int  # index in the level-sorted topological order of units
+    level: int  # ASAP level: longest path from a graph input, in units
     nodes: tuple[int, ...]  # node indices, topologically ordered
     core: int  # the node that decides the engine
     engine: Engine
@@ -163,7 +164,7 @@ def build_units(flow: Dataflow) -> UnitGraph:
     for gid in ranked:
         is_constant = all(constant[i] for i in groups[gid])
         engine, blocker = _engine_and_blocker(flow, groups[gid], core_of_group[gid], is_constant)
-        units.append(Unit(position[gid], tuple(groups[gid]), core_of_group[gid], engine, blocker))
+        units.append(Unit(position[gid], level[gid], tuple(groups[gid]), core_of_group[gid], engine, blocker))
     successors = tuple(tuple(sorted(position[s] for s in succ[gid])) for gid in ranked)
     predecessors: list[list[int]] = [[] for _ in groups]
     for pos, users in enumerate(successors):

@@ -12,6 +12,7 @@ becomes ready at about the same time. Every task left without a partner gets a r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ class Candidates:
     reasons: dict[int, str]  # fusable task id without any partner -> why
 
 
-Problem = Callable[[], str]  # formats the reason only when someone reads it
+Problem = Callable[[], str | None]  # formats the reason only when someone reads it
 
 
 def find_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
@@ -48,6 +49,10 @@ def find_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
             start, end, answer = path
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
             return lambda: f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
+    return _hazard_problem(analysis, a, b)
+
+
+def _hazard_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
     conflict = hazard(analysis.buffers(a), analysis.buffers(b))
     return None if conflict is None else lambda: conflict
 
@@ -65,8 +70,30 @@ def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
     return max(0, max(low_a, low_b) - min(high_a, high_b))
 
 
+class _ReachMasks:
+    """Per task, the units it reaches as one bitset: a pair check is then a few shifts."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        self._reach = analysis.reach
+        self._masks: dict[int, int] = {}
+
+    def may_reach(self, a: Task, b: Task) -> bool:
+        """True when a reaches b, or when the window cannot tell (callers then ask find_problem)."""
+        mask = self._masks.get(a.id)
+        if mask is None:
+            mask = self._masks[a.id] = self._reach.mask_from(a.units)
+        for unit in b.units:
+            distance = unit - a.lo
+            if distance > self._reach.window:
+                return True
+            if distance > 0 and (mask >> (distance - 1)) & 1:
+                return True
+        return False
+
+
 def find_candidates(analysis: Analysis) -> Candidates:
     fusable = [task for task in analysis.tasks if task.fusable]
+    masks = _ReachMasks(analysis)
     by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
@@ -78,7 +105,10 @@ def find_candidates(analysis: Analysis) -> Candidates:
                 break
             if b.engine is a.engine:
                 continue
-            problem = find_problem(analysis, a, b)
+            if masks.may_reach(a, b) or masks.may_reach(b, a):
+                problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
+            else:
+                problem = _hazard_problem(analysis, a, b)
             if problem is not None:
                 first_problem.setdefault(a.id, problem)
                 first_problem.setdefault(b.id, problem)

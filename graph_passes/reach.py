@@ -66,3 +66,12 @@ class Reachability:
                 if (bits >> (distance - 1)) & 1:
                     return source, target, Reach.YES
         return None
+
+    def mask_from(self, sources: Sequence[int]) -> int:
+        """Units reachable from any of ``sources`` (ascending), as bits relative to sources[0]:
+        bit i <=> unit sources[0] + 1 + i. Exact for units within WINDOW of sources[0]."""
+        base = sources[0]
+        mask = 0
+        for source in sources:
+            mask |= self._desc[source] << (source - base)
+        return mask

@@ -1,8 +1,9 @@
-"""The placeholder scorer: fuse tasks whose estimated durations are balanced.
+"""The ``Scorer`` interface of the selection, and its simplest implementation.
 
-A fused group can at best hide the shorter tasks behind the longest one, so the predicted overlap
-gain is (sum - max) / sum of the task durations. Durations are rough per-engine estimates; the cost
-model (qnn_configs targets) replaces this scorer behind the same ``Scorer`` interface.
+``hexfuse`` scores groups with the cost model (graph_passes.cost.CostScorer, per target). The
+balance scorer here needs no target: a fused group can at best hide the shorter tasks behind the
+longest one, so its predicted gain is (sum - max) / sum of rough per-engine durations. Tests use it
+(min_gain=0) where the structure of a rewrite, not its payoff, is under test.
 """
 
 from __future__ import annotations

@@ -38,29 +38,18 @@ class Candidates:
     reasons: dict[int, str]  # fusable task id without any partner -> why
 
 
-Problem = Callable[[], str | None]  # formats the reason only when someone reads it
+Problem = Callable[[], str | None]  # words the reason only when someone reads it
 
 
-def find_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
-    """Why tasks a and b may not run at the same time (lazily formatted), or None when they provably may."""
+def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
+    """Why tasks a and b may not run at the same time, or None when they provably may."""
     for source, target in ((a, b), (b, a)):
         path = analysis.reach.first_path(source.units, target.units)
         if path is not None:
             start, end, answer = path
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
-            return lambda: f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
-    return _hazard_problem(analysis, a, b)
-
-
-def _hazard_problem(analysis: Analysis, a: Task, b: Task) -> Problem | None:
-    conflict = hazard(analysis.buffers(a), analysis.buffers(b))
-    return None if conflict is None else lambda: conflict
-
-
-def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
-    """Why tasks a and b may not run at the same time, or None when they provably may."""
-    problem = find_problem(analysis, a, b)
-    return None if problem is None else problem()
+            return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
+    return hazard(analysis.buffers(a), analysis.buffers(b))
 
 
 def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
@@ -78,7 +67,7 @@ class _ReachMasks:
         self._masks: dict[int, int] = {}
 
     def may_reach(self, a: Task, b: Task) -> bool:
-        """True when a reaches b, or when the window cannot tell (callers then ask find_problem)."""
+        """True when a reaches b, or when the window cannot tell (independence_problem then words it)."""
         mask = self._masks.get(a.id)
         if mask is None:
             mask = self._masks[a.id] = self._reach.mask_from(a.units)
@@ -105,11 +94,8 @@ def find_candidates(analysis: Analysis) -> Candidates:
                 break
             if b.engine is a.engine:
                 continue
-            if masks.may_reach(a, b) or masks.may_reach(b, a):
+            if masks.may_reach(a, b) or masks.may_reach(b, a) or hazard(analysis.buffers(a), analysis.buffers(b)):
                 problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
-            else:
-                problem = _hazard_problem(analysis, a, b)
-            if problem is not None:
                 first_problem.setdefault(a.id, problem)
                 first_problem.setdefault(b.id, problem)
                 continue

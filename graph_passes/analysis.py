@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from graph_passes.dataflow import Dataflow
-from graph_passes.engines import Engine
-from graph_passes.hazards import BufferMap, Buffers, task_buffers
-from graph_passes.reach import Reachability
-from graph_passes.tasks import Task, build_tasks
-from graph_passes.units import UnitGraph, build_units
-from graph_passes.work import Work, node_work
+from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.engines import Engine
+from hexfuse.graph_passes.hazards import BufferMap, Buffers, task_buffers
+from hexfuse.graph_passes.reach import Reachability
+from hexfuse.graph_passes.tasks import Task, build_tasks
+from hexfuse.graph_passes.units import UnitGraph, build_units
+from hexfuse.graph_passes.work import Work, node_work
 
 
 @dataclass
@@ -30,9 +30,9 @@ class Analysis:
     task_keys: dict[int, tuple] = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def of(inferred: onnx.ModelProto) -> Analysis:
+    def of(inferred: onnx.ModelProto, supported_ops: frozenset[str] | None = None) -> Analysis:
         flow = Dataflow.of(inferred)
-        units = build_units(flow)
+        units = build_units(flow, supported_ops)
         reach = Reachability(units.successors)
         tasks = build_tasks(units, reach, [node.op_type for node in flow.nodes])
         return Analysis(flow, units, reach, tasks, BufferMap(flow))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from graph_passes.spec import FusedOp, TaskSpec
+from hexfuse.graph_passes.spec import FusedOp, TaskSpec
 
 # Rough v73-class rates per nanosecond; order-of-magnitude guesses (estimate), not measurements.
 MATRIX_MACS_PER_NS = 2048.0

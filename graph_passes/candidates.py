@@ -16,10 +16,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from graph_passes.analysis import Analysis
-from graph_passes.hazards import hazard
-from graph_passes.reach import Reach
-from graph_passes.tasks import Task
+from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.hazards import hazard
+from hexfuse.graph_passes.reach import Reach
+from hexfuse.graph_passes.tasks import Task
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
 MAX_PARTNERS = 4  # independent partners kept per task

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 
 @dataclass

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph_passes.dataflow import Dataflow
-from graph_passes.engines import VIEW_OPS
+from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.engines import VIEW_OPS
 
 
 class BufferMap:

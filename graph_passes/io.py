@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -14,8 +14,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import version_converter
 
-from graph_passes.errors import HexfuseError
-from graph_passes.toposort import topological_order
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.toposort import topological_order
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
 MIN_OPSET = 13  # older models are upgraded to this opset before the pass

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 RELATIVE_TOLERANCE = 1e-6  # ORT may reorder float math inside an inlined function
 

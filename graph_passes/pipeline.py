@@ -13,18 +13,18 @@ from pathlib import Path
 
 import onnx
 
-from graph_passes.analysis import Analysis
-from graph_passes.balance import Scorer
-from graph_passes.candidates import find_candidates
-from graph_passes.errors import HexfuseError
-from graph_passes.io import write_atomic
-from graph_passes.load import PROTOBUF_LIMIT, LoadedModel, load_model
-from graph_passes.names import NameScope
-from graph_passes.qdq import duplicate_shared_dequantize
-from graph_passes.rewrite import rewrite_groups
-from graph_passes.select import Selection, select_groups
-from graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
-from graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
+from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.balance import Scorer
+from hexfuse.graph_passes.candidates import find_candidates
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.load import PROTOBUF_LIMIT, LoadedModel, load_model
+from hexfuse.graph_passes.names import NameScope
+from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
+from hexfuse.graph_passes.rewrite import rewrite_groups
+from hexfuse.graph_passes.select import Selection, select_groups
+from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
+from hexfuse.graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
 
 
 DEFAULT_TARGET = "sm8550"
@@ -65,12 +65,14 @@ def _is_fused(model: onnx.ModelProto) -> bool:
 
 
 def default_scorer() -> Scorer:
-    from graph_passes.cost.cli import scorer_for
+    from hexfuse.graph_passes.cost.cli import scorer_for
 
     return scorer_for(DEFAULT_TARGET, DEFAULT_MIN_GAIN)
 
 
-def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResult:
+def analyze_model(path: str | Path, scorer: Scorer | None = None,
+                  supported_ops: frozenset[str] | None = None) -> AnalyzeResult:
+    """``supported_ops``: op types the backend can run inside a fused node (None: no limit)."""
     scorer = scorer or default_scorer()
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -82,7 +84,7 @@ def analyze_model(path: str | Path, scorer: Scorer | None = None) -> AnalyzeResu
         inferred = onnx.shape_inference.infer_shapes(prepared, check_type=True, strict_mode=True, data_prop=True)
     timings["prepare"] = time.perf_counter() - start - timings["load"]
     mark = time.perf_counter()
-    analysis = Analysis.of(inferred)
+    analysis = Analysis.of(inferred, supported_ops)
     timings["analyse"] = time.perf_counter() - mark
     mark = time.perf_counter()
     already = _is_fused(loaded.model)
@@ -105,10 +107,11 @@ def _target_name(scorer: Scorer) -> str:
     return target.name if target is not None else scorer.name
 
 
-def fuse_model(path: str | Path, scorer: Scorer | None = None) -> FuseResult:
+def fuse_model(path: str | Path, scorer: Scorer | None = None,
+               supported_ops: frozenset[str] | None = None) -> FuseResult:
     scorer = scorer or default_scorer()
     target = _target_name(scorer)
-    analyzed = analyze_model(path, scorer)
+    analyzed = analyze_model(path, scorer, supported_ops)
     loaded = analyzed.loaded
     if not analyzed.fused_ops:
         spec = FusionSpec(loaded.path.name, loaded.sha256, target, ())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import onnx
 
-from graph_passes.names import NameScope
+from hexfuse.graph_passes.names import NameScope
 
 
 def duplicate_shared_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from graph_passes.pipeline import AnalyzeResult
+from hexfuse.graph_passes.pipeline import AnalyzeResult
 
 MAX_EXAMPLES = 12
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from graph_passes.spec import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
-from graph_passes.toposort import topological_order_of
+from hexfuse.graph_passes.spec import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
+from hexfuse.graph_passes.toposort import topological_order_of
 
 MIN_IR_VERSION = 8  # model-local functions need IR version 8
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from graph_passes.analysis import Analysis
-from graph_passes.balance import Scorer, Verdict
-from graph_passes.candidates import Candidates, level_gap
-from graph_passes.contraction import Contraction
-from graph_passes.spec_builder import fused_op_spec, task_structure
-from graph_passes.tasks import Task
+from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.balance import Scorer, Verdict
+from hexfuse.graph_passes.candidates import Candidates, level_gap
+from hexfuse.graph_passes.contraction import Contraction
+from hexfuse.graph_passes.spec_builder import fused_op_spec, task_structure
+from hexfuse.graph_passes.tasks import Task
 
 
 MAX_FUSED_GROUPS = 10_000  # onnx.checker refuses models with more local functions

@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graph_passes.analysis import Analysis
-from graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec, structure_key
-from graph_passes.tasks import Task
+from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec, structure_key
+from hexfuse.graph_passes.tasks import Task
 
 
 def _attribute_value(attribute: onnx.AttributeProto):

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph_passes.engines import FUSABLE_ENGINES, Engine
-from graph_passes.reach import Reachability
-from graph_passes.units import UnitGraph
+from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine
+from hexfuse.graph_passes.reach import Reachability
+from hexfuse.graph_passes.units import UnitGraph
 
 MAX_TASK_UNITS = 64  # bounds the convexity check; a longer region is cut into several tasks
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import onnx
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 
 class CycleError(HexfuseError):

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 import onnx
 
-from graph_passes.dataflow import Dataflow
-from graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of
-from op_package import supported_op_types
+from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 _SHAPE_DTYPES = ("int64", "int32")
@@ -81,7 +80,8 @@ def _constant_nodes(flow: Dataflow) -> list[bool]:
     return result
 
 
-def _engine_and_blocker(flow: Dataflow, nodes: list[int], core: int, constant: bool) -> tuple[Engine, str | None]:
+def _engine_and_blocker(flow: Dataflow, nodes: list[int], core: int, constant: bool,
+                        supported_ops: frozenset[str] | None) -> tuple[Engine, str | None]:
     node = flow.nodes[core]
     label = f"{node.op_type} {node.name!r}"
     if constant:
@@ -96,8 +96,8 @@ def _engine_and_blocker(flow: Dataflow, nodes: list[int], core: int, constant: b
         engine = Engine.FREE
     for index in nodes:
         op_type = flow.nodes[index].op_type
-        if op_type not in supported_op_types():
-            return engine, f"{label}: the op package has no kernel for {op_type} (left unfused)"
+        if supported_ops is not None and op_type not in supported_ops:
+            return engine, f"{label}: the backend has no kernel for {op_type} (left unfused)"
     for index in nodes:
         for name in (*flow.nodes[index].input, *flow.nodes[index].output):
             if name and flow.shape(name) is None:
@@ -134,7 +134,8 @@ def _group_nodes(flow: Dataflow) -> list[list[int]]:
     return [members[core] for core in sorted(members)]
 
 
-def build_units(flow: Dataflow) -> UnitGraph:
+def build_units(flow: Dataflow, supported_ops: frozenset[str] | None = None) -> UnitGraph:
+    """Units of the model; ``supported_ops`` (the backend's capability table, None = no limit) bounds what may fuse."""
     groups = _group_nodes(flow)
     core_of_group = [next(i for i in group if flow.nodes[i].op_type not in _QDQ or len(group) == 1) for group in groups]
     group_of = [0] * len(flow.nodes)
@@ -163,7 +164,7 @@ def build_units(flow: Dataflow) -> UnitGraph:
     units = []
     for gid in ranked:
         is_constant = all(constant[i] for i in groups[gid])
-        engine, blocker = _engine_and_blocker(flow, groups[gid], core_of_group[gid], is_constant)
+        engine, blocker = _engine_and_blocker(flow, groups[gid], core_of_group[gid], is_constant, supported_ops)
         units.append(Unit(position[gid], level[gid], tuple(groups[gid]), core_of_group[gid], engine, blocker))
     successors = tuple(tuple(sorted(position[s] for s in succ[gid])) for gid in ranked)
     predecessors: list[list[int]] = [[] for _ in groups]

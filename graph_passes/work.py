@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.dataflow import Dataflow
 
 
 @dataclass(frozen=True)

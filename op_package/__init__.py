@@ -13,6 +13,6 @@ import functools
 @functools.cache
 def supported_op_types() -> frozenset[str]:
     """ONNX op types (default domain) the kernel library can run: the pass fuses nothing else."""
-    from op_package.lower import RULES
+    from hexfuse.op_package.lower import RULES
 
     return frozenset(RULES)

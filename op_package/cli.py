@@ -10,10 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusionSpec, load_spec
-from op_package.render import DEFAULT_PACKAGE, render_package
-from op_package.writer import write_tree
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
+from hexfuse.op_package.writer import write_tree
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"hexfuse: wrote op package {args.package_name} ({len(spec.fused_ops)} ops, {len(files)} files) to {out}",
           file=sys.stderr)
     if args.build == "host":
-        from op_package.build import build_host
+        from hexfuse.op_package.build import build_host
         print(f"hexfuse: built {build_host(out)}", file=sys.stderr)
     elif args.build == "htp_x86":
-        from op_package.build import build_htp_x86
+        from hexfuse.op_package.build import build_htp_x86
         print(f"hexfuse: built {build_htp_x86(out)}", file=sys.stderr)
     return 0

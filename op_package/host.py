@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusedOp, FusionSpec
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec
 
 RESOURCES = ("matrix", "vector", "dma")
 

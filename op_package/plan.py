@@ -15,10 +15,10 @@ import math
 import re
 from dataclasses import dataclass
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusedOp, TensorSpec
-from op_package.lower import RULES, Kernel, NodeContext
-from op_package.lower.context import ELEMENT_SIZE
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusedOp, TensorSpec
+from hexfuse.op_package.lower import RULES, Kernel, NodeContext
+from hexfuse.op_package.lower.context import ELEMENT_SIZE
 
 RESOURCES = {"matrix": "kMatrix", "vector": "kVector", "dma": "kDma"}
 TILE_COST = 1 << 18  # work per micro-op: enough to amortise a lane hand-off (~µs) on the host

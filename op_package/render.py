@@ -4,7 +4,7 @@
       README.md                     how to build, the exact op_packages provider string
       Makefile                      host | htp_x86 | htp_v73 | htp_v75 | htp_v79 | htp_aarch64
       config/<Pkg>.xml              qnn-op-package-generator OpDef config
-      include/hexfuse/...           executor + kernel headers (copied from op_package/runtime)
+      include/hexfuse/...           executor + kernel headers (copied from hexfuse.op_package/runtime)
       src/<Pkg>Interface.cpp        QNN interface provider (SDK glue)
       src/ops/<OpType>.cpp          one classic HTP op per fused op (SDK glue)
       src/fused/<OpType>.cpp        the op's executor plan: kernel params + micro-op tables
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import jinja2
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusionSpec, TensorSpec
-from op_package.plan import OpPlan, plan_fused_op
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusionSpec, TensorSpec
+from hexfuse.op_package.plan import OpPlan, plan_fused_op
 
 HERE = Path(__file__).parent
 RUNTIME = HERE / "runtime"

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 
 def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:

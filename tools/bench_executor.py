@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
-from op_package.build import build_host
-from op_package.host import HostPackage
-from op_package.render import render_package
-from op_package.writer import write_tree
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.op_package.build import build_host
+from hexfuse.op_package.host import HostPackage
+from hexfuse.op_package.render import render_package
+from hexfuse.op_package.writer import write_tree
 
 VECTOR_KINDS = {"sigmoid": "Sigmoid", "softmax": "Softmax"}
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)  # vector sizes relative to the first guess; the closest balance wins

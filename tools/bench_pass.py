@@ -36,8 +36,8 @@ def _ort_session_seconds(path: Path) -> float:
 def _one(layers: int, hidden: int, with_ort: bool) -> str:
     import onnx
 
-    from graph_passes.pipeline import fuse_model
-    from tools.synthetic import NODES_PER_LAYER, stacked_lm
+    from hexfuse import fuse_model
+    from hexfuse.tools.synthetic import NODES_PER_LAYER, stacked_lm
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"lm_{layers}.onnx"

@@ -8,7 +8,7 @@ search and the ``CostScorer`` that the selection pass calls for every candidate 
     cli.py       ``hexfuse calibrate`` and the report helpers for ``hexfuse fuse --target``
 """
 
-from graph_passes.cost.scorer import CostScorer
-from graph_passes.cost.target import Target, list_targets, load_target
+from hexfuse.graph_passes.cost.scorer import CostScorer
+from hexfuse.graph_passes.cost.target import Target, list_targets, load_target
 
 __all__ = ["CostScorer", "Target", "list_targets", "load_target"]

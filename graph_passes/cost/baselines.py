@@ -23,16 +23,16 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from graph_passes.cost.opcost import TaskCost
-from graph_passes.cost.quota import QuotaChoice, search_quota
-from graph_passes.cost.simulate import (
+from hexfuse.graph_passes.cost.opcost import TaskCost
+from hexfuse.graph_passes.cost.quota import QuotaChoice, search_quota
+from hexfuse.graph_passes.cost.simulate import (
     Schedule,
     TaskPlan,
     plan_task,
     run_serial,
     simulate,
 )
-from graph_passes.cost.target import Target
+from hexfuse.graph_passes.cost.target import Target
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from graph_passes.cost.baselines import alone_plan
-from graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
-from graph_passes.cost.simulate import simulate
-from graph_passes.cost.target import Target
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusedOp, NodeSpec, TaskSpec
+from hexfuse.graph_passes.cost.baselines import alone_plan
+from hexfuse.graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
+from hexfuse.graph_passes.cost.simulate import simulate
+from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec
 
 HEADER = ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source", "Event Level", "Event Identifier"]
 _NODE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_\d+ \(cycles\)$")
@@ -86,9 +86,9 @@ def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
 
 
 def model_nodes(path: str | Path) -> ModelNodes:
-    from graph_passes.analysis import Analysis
-    from graph_passes.load import load_model
-    from graph_passes.spec_builder import node_spec, tensor_spec
+    from hexfuse.graph_passes.analysis import Analysis
+    from hexfuse.graph_passes.load import load_model
+    from hexfuse.graph_passes.spec_builder import node_spec, tensor_spec
 
     analysis = Analysis.of(load_model(path).inferred)
     flow = analysis.flow

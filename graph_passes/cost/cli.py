@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from graph_passes.cost.baselines import Baselines
-from graph_passes.cost.scorer import CostScorer
-from graph_passes.cost.simulate import Infeasible
-from graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
-from graph_passes.io import write_atomic
-from graph_passes.spec import FusedOp
+from hexfuse.graph_passes.cost.baselines import Baselines
+from hexfuse.graph_passes.cost.scorer import CostScorer
+from hexfuse.graph_passes.cost.simulate import Infeasible
+from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
+from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.spec import FusedOp
 
 
 def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0) -> CostScorer:
@@ -45,7 +45,7 @@ def _predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> tuple[list
 def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
                        out_prefix: Path) -> list[Path]:
     """Write ``<out_prefix>.timeline.json`` (Perfetto) and ``<out_prefix>.timeline.png``; return their paths."""
-    from graph_passes.cost.timeline import write_reports
+    from hexfuse.graph_passes.cost.timeline import write_reports
 
     scorer = _as_scorer(target)
     bases, costs = _predictions(fused_ops, scorer)
@@ -54,7 +54,7 @@ def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target
 
 def render_cost_markdown(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer) -> str:
     """A Markdown section: the four baselines, both gains and the quota of every fused group."""
-    from graph_passes.cost.timeline import render_markdown
+    from hexfuse.graph_passes.cost.timeline import render_markdown
 
     scorer = _as_scorer(target)
     bases, _ = _predictions(fused_ops, scorer)
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graph_passes.cost.calibrate import fit_profile
+    from hexfuse.graph_passes.cost.calibrate import fit_profile
 
     base = load_target(args.target)
     fit = fit_profile(args.profile, args.model, base)

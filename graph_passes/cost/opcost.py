@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graph_passes.cost.target import Target
-from graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear"}
 _FREE = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout", "Shape", "Size", "Constant",

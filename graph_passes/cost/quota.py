@@ -11,15 +11,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from graph_passes.cost.opcost import TaskCost
-from graph_passes.cost.simulate import (
+from hexfuse.graph_passes.cost.opcost import TaskCost
+from hexfuse.graph_passes.cost.simulate import (
     Infeasible,
     Schedule,
     TaskPlan,
     plan_task,
     simulate,
 )
-from graph_passes.cost.target import Target
+from hexfuse.graph_passes.cost.target import Target
 
 
 @dataclass(frozen=True)

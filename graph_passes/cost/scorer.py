@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from graph_passes.balance import Verdict
-from graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
-from graph_passes.cost.opcost import Storage, TaskCost, task_cost
-from graph_passes.cost.simulate import Infeasible, simulate
-from graph_passes.cost.target import Target
-from graph_passes.spec import FusedOp, TaskSpec, structure_key
+from hexfuse.graph_passes.balance import Verdict
+from hexfuse.graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
+from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
+from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
+from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.spec import FusedOp, TaskSpec, structure_key
 
 UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
 DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from graph_passes.cost.opcost import TaskCost
-from graph_passes.cost.target import Target
+from hexfuse.graph_passes.cost.opcost import TaskCost
+from hexfuse.graph_passes.cost.target import Target
 
 TILE_CAP = 12
 BASE_TILES = 4  # a kernel cuts its work at least this finely to pipeline DMA and compute

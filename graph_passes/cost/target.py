@@ -8,15 +8,16 @@ measured profile.  A bad file fails with one line naming the file and the field.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
-TARGETS_DIR = Path(__file__).resolve().parents[2] / "qnn_configs" / "targets"
+TARGETS_DIR = Path(str(importlib.resources.files("hexfuse.qnn_configs"))) / "targets"
 ALIASES = {
     "v73": "sm8550", "8gen2": "sm8550", "v75": "sm8650", "8gen3": "sm8650", "v79": "sm8750", "8elite": "sm8750",
     "xelite": "x-elite", "x1e": "x-elite",

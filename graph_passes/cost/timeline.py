@@ -21,10 +21,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from graph_passes.cost.baselines import Baselines
-from graph_passes.cost.simulate import Schedule
-from graph_passes.io import write_atomic
-from graph_passes.spec import FusedOp
+from hexfuse.graph_passes.cost.baselines import Baselines
+from hexfuse.graph_passes.cost.simulate import Schedule
+from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.spec import FusedOp
 
 MAX_FIGURE_GROUPS = 8
 _COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")

@@ -4,7 +4,7 @@ Runtime-valued inputs (pads, k, sequence_lens, the CumSum axis) are read by the 
 
 from __future__ import annotations
 
-from op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INDEX_DTYPES, Kernel, NodeContext, dims, kernel,
+from hexfuse.op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INDEX_DTYPES, Kernel, NodeContext, dims, kernel,
                                       numel, rank_of, rule, strides_of)
 
 PAD_MODES = {"constant": "kConstant", "reflect": "kReflect", "edge": "kEdge", "wrap": "kWrap"}

@@ -3,7 +3,7 @@ index ops TopK and ScatterElements. Element size comes from the dtype, so these 
 
 from __future__ import annotations
 
-from op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INDEX_DTYPES, MAX_PARTS, Kernel, NodeContext,
+from hexfuse.op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INDEX_DTYPES, MAX_PARTS, Kernel, NodeContext,
                                       broadcast_strides, dims, kernel, numel, rank_of, rule, strides_of)
 
 

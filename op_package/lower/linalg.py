@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from op_package.lower.context import (Kernel, NodeContext, broadcast_strides, dims, kernel, numel, rule,
+from hexfuse.op_package.lower.context import (Kernel, NodeContext, broadcast_strides, dims, kernel, numel, rule,
                                       MAX_RANK)
 
 

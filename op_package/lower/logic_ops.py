@@ -3,9 +3,9 @@ IsNaN / IsInf and Not. numpy broadcasting as in math_ops."""
 
 from __future__ import annotations
 
-from op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INT_DTYPES, Kernel, NodeContext, broadcast_strides,
+from hexfuse.op_package.lower.context import (CPP_DTYPE, ELEMENT_SIZE, INT_DTYPES, Kernel, NodeContext, broadcast_strides,
                                       dims, kernel, numel, rank_of, rule)
-from op_package.lower.math_ops import _binary, _require_broadcast
+from hexfuse.op_package.lower.math_ops import _binary, _require_broadcast
 
 COMPARE = {"Equal": "kEqual", "Less": "kLess", "Greater": "kGreater", "LessOrEqual": "kLessOrEqual",
            "GreaterOrEqual": "kGreaterOrEqual"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from op_package.lower.context import (MAX_PARTS, Kernel, NodeContext, broadcast_strides, cpp, dims, kernel,
+from hexfuse.op_package.lower.context import (MAX_PARTS, Kernel, NodeContext, broadcast_strides, cpp, dims, kernel,
                                       numel, rank_of, rule)
 
 UNARY = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from op_package.lower.context import Kernel, NodeContext, dims, kernel, numel, rank_of, rule
-from op_package.lower.linalg import spatial, window
+from hexfuse.op_package.lower.context import Kernel, NodeContext, dims, kernel, numel, rank_of, rule
+from hexfuse.op_package.lower.linalg import spatial, window
 
 REDUCE = {"ReduceSum": "kSum", "ReduceMean": "kMean", "ReduceMax": "kMax", "ReduceMin": "kMin",
           "ReduceProd": "kProd", "ReduceSumSquare": "kSumSquare", "ReduceL1": "kL1", "ReduceL2": "kL2",

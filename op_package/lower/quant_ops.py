@@ -4,7 +4,7 @@ Between a DQ and a Q the float kernels compute, as ONNX Runtime's reference QDQ 
 
 from __future__ import annotations
 
-from op_package.lower.context import CPP_DTYPE, Kernel, NodeContext, kernel, numel, rule
+from hexfuse.op_package.lower.context import CPP_DTYPE, Kernel, NodeContext, kernel, numel, rule
 
 QUANT_DTYPES = ("uint8", "int8", "uint16", "int16")
 

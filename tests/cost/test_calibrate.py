@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes.cost import load_target
-from graph_passes.cost.calibrate import (
+from hexfuse.graph_passes.cost import load_target
+from hexfuse.graph_passes.cost.calibrate import (
     _unit_costs,
     fit_profile,
     model_nodes,
@@ -20,8 +20,8 @@ from graph_passes.cost.calibrate import (
     parse_profile,
     synthesize_profile,
 )
-from graph_passes.cli import main
-from graph_passes.errors import HexfuseError
+from hexfuse.cli import main
+from hexfuse.graph_passes.errors import HexfuseError
 
 # The format written by onnxruntime-qnn 2.7.0 (HTP simulator), trimmed from a real run.
 QNN_CSV = """Msg Timestamp,Message,Time,Unit of Measurement,Timing Source,Event Level,Event Identifier

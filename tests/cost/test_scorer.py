@@ -10,9 +10,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from graph_passes.cost import CostScorer, load_target
-from graph_passes.cost.cli import render_cost_markdown, scorer_for, write_cost_reports
-from graph_passes.pipeline import analyze_model
+from hexfuse.graph_passes.cost import CostScorer, load_target
+from hexfuse.graph_passes.cost.cli import render_cost_markdown, scorer_for, write_cost_reports
+from hexfuse import analyze_model
 from tests.cost.specs import fused, matmul_task, vector_task
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from graph_passes.cost import CostScorer, load_target
-from graph_passes.cost.simulate import Stage, TaskPlan, simulate
+from hexfuse.graph_passes.cost import CostScorer, load_target
+from hexfuse.graph_passes.cost.simulate import Stage, TaskPlan, simulate
 from tests.cost.specs import dma_task, fused, matmul_task, vector_task
 
 V73 = load_target("sm8550")

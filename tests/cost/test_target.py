@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from graph_passes.cost import list_targets, load_target
-from graph_passes.cost.target import TARGETS_DIR, target_from_dict, target_to_dict
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.cost import list_targets, load_target
+from hexfuse.graph_passes.cost.target import TARGETS_DIR, target_from_dict, target_to_dict
+from hexfuse.graph_passes.errors import HexfuseError
 
 
 def test_bundled_targets_load_and_cite_every_number():

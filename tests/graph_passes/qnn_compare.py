@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from graph_passes.ort_check import random_inputs
-from tools.ab.qnn_session import QNN_EP, read_assignment, register_qnn
+from hexfuse.graph_passes.ort_check import random_inputs
+from hexfuse.tools.ab.qnn_session import QNN_EP, read_assignment, register_qnn
 
 
 def _run(path: str, feeds: dict, devices) -> tuple[list[np.ndarray], dict[str, int]]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from graph_passes.ort_check import compare_on_cpu
-from graph_passes.pipeline import fuse_model
+from hexfuse.graph_passes.ort_check import compare_on_cpu
+from hexfuse import fuse_model
 from tests import builders
 
 ROOT = Path(__file__).resolve().parents[2]

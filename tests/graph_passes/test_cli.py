@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from graph_passes.cli import main
+from hexfuse.cli import main
 from tests import builders
 
 
@@ -136,5 +136,5 @@ def test_usage_error_is_exit_2(capsys):
 
 def test_console_script_runs(tmp_path):
     source = builders.save(builders.two_branch(96), tmp_path / "in.onnx")
-    done = subprocess.run([sys.executable, "-m", "graph_passes.cli", "analyze", source], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "hexfuse", "analyze", source], capture_output=True, text=True)
     assert done.returncode == 0 and "fused groups: 1" in done.stdout

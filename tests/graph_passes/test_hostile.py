@@ -7,13 +7,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes import load as load_module
-from graph_passes.balance import BalanceScorer
-from graph_passes.cli import main
-from graph_passes.errors import HexfuseError
-from graph_passes.ort_check import compare_on_cpu
-from graph_passes.pipeline import analyze_model, fuse_model
-from graph_passes.spec import FUSED_DOMAIN
+from hexfuse.graph_passes import load as load_module
+from hexfuse.graph_passes.balance import BalanceScorer
+from hexfuse.cli import main
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.ort_check import compare_on_cpu
+from hexfuse import analyze_model, fuse_model
+from hexfuse.graph_passes.spec import FUSED_DOMAIN
 from tests import builders
 
 ANY_GAIN = BalanceScorer(min_gain=0.0)

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes.balance import BalanceScorer
-from graph_passes.ort_check import compare_on_cpu
-from graph_passes.pipeline import fuse_model
+from hexfuse.graph_passes.balance import BalanceScorer
+from hexfuse.graph_passes.ort_check import compare_on_cpu
+from hexfuse import fuse_model
 
 EXAMPLES = int(os.environ.get("HEXFUSE_PROPERTY_EXAMPLES", "150"))
 SIZE = 8  # every tensor is (SIZE, SIZE): any op can read any earlier tensor

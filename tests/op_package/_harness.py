@@ -14,12 +14,12 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from graph_passes.cli import main as hexfuse_main
-from graph_passes.spec import FusionSpec, load_spec
-from op_package.build import build_host
-from op_package.host import HostPackage
-from op_package.render import render_package
-from op_package.writer import write_tree
+from hexfuse.cli import main as hexfuse_main
+from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.op_package.build import build_host
+from hexfuse.op_package.host import HostPackage
+from hexfuse.op_package.render import render_package
+from hexfuse.op_package.writer import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -6,12 +6,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from graph_passes.cli import main as hexfuse_main
-from graph_passes.spec import load_spec
-from op_package.build import build_host
-from op_package.host import HostPackage
-from op_package.render import render_package
-from op_package.writer import write_tree
+from hexfuse.cli import main as hexfuse_main
+from hexfuse.graph_passes.spec import load_spec
+from hexfuse.op_package.build import build_host
+from hexfuse.op_package.host import HostPackage
+from hexfuse.op_package.render import render_package
+from hexfuse.op_package.writer import write_tree
 from tests.op_package._harness import capture, compare
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
-from op_package.build import build_host
-from op_package.host import HostPackage
-from op_package.render import render_package
-from op_package.writer import write_tree
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.op_package.build import build_host
+from hexfuse.op_package.host import HostPackage
+from hexfuse.op_package.render import render_package
+from hexfuse.op_package.writer import write_tree
 from tests.op_package._harness import LIGHT
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusionSpec, load_spec
-from op_package import cli
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.op_package import cli
 from tests.op_package._harness import LIGHT, NEGATIVE_MODELS
-from op_package.render import op_packages_option, render_package
+from hexfuse.op_package.render import op_packages_option, render_package
 
 DATA = Path(__file__).parent / "data"
 GOLDEN_SPEC = DATA / "golden.hexfuse.json"

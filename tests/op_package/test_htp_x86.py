@@ -24,9 +24,9 @@ def test_htp_x86_package_runs_in_the_qnn_ep(case_for, tmp_path: Path) -> None:
     import onnxruntime as ort
     import onnxruntime_qnn
 
-    from op_package.build import build_htp_x86
-    from op_package.render import op_packages_option, render_package
-    from op_package.writer import write_tree
+    from hexfuse.op_package.build import build_htp_x86
+    from hexfuse.op_package.render import op_packages_option, render_package
+    from hexfuse.op_package.writer import write_tree
 
     case = case_for(LIGHT / "light_squeezenet.onnx")
     library = build_htp_x86(write_tree(render_package(case.spec), tmp_path / "pkg"))

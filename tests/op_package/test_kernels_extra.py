@@ -15,13 +15,13 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from graph_passes.errors import HexfuseError
-from graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
-from op_package.build import build_host
-from op_package.host import HostPackage
-from op_package.plan import plan_fused_op
-from op_package.render import render_package
-from op_package.writer import write_tree
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.op_package.build import build_host
+from hexfuse.op_package.host import HostPackage
+from hexfuse.op_package.plan import plan_fused_op
+from hexfuse.op_package.render import render_package
+from hexfuse.op_package.writer import write_tree
 from tests.op_package._harness import compare
 
 OPSET = 21

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec import FusedOp
 from tests.op_package._harness import NEGATIVE_MODELS, compare
 
 

@@ -85,7 +85,7 @@ def fuse_nodes(model: onnx.ModelProto, names: list[str], op_type: str = "HexFuse
 
 
 def run_cli(argv: list[str]) -> int:
-    from graph_passes.cli import main
+    from hexfuse.cli import main
     return main(argv)
 
 

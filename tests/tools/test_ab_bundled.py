@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ab_testmodels import run_cli
 
-from graph_passes.cli import main as hexfuse
+from hexfuse.cli import main as hexfuse
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_FIELDS = {"models", "ep", "platform", "simulator", "baselines", "equivalence", "speedups", "assignment",

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from ab_testmodels import make_original, run_cli
 
-from tools.ab import qnn_session
+from hexfuse.tools.ab import qnn_session
 
 
 def _err(capsys) -> str:

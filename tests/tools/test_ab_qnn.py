@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from ab_testmodels import run_cli
 
-from graph_passes.errors import HexfuseError
-from tools.ab import qnn_session as qs
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.tools.ab import qnn_session as qs
 
 pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from ab_testmodels import make_fused, make_original
 
-from tools.ab import baselines, compare, engines, latency, models, presets, profile, timeline
+from hexfuse.tools.ab import baselines, compare, engines, latency, models, presets, profile, timeline
 
 CSV = """Msg Timestamp,Message,Time,Unit of Measurement,Timing Source,Event Level,Event Identifier
 0,FINALIZE,9645,US,BACKEND,ROOT,QNN (finalize) time

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 from .runner import AbOptions, run_ab
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 from .models import TensorSpec
 

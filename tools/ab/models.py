@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 FUSED_DOMAIN = "hexfuse"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 PERF_MODES = ("default", "burst", "balanced", "high_performance", "high_power_saver", "low_balanced",
               "low_power_saver", "power_saver", "extreme_power_saver", "sustained_high_performance")
@@ -59,7 +59,7 @@ class Preset:
 
 
 def presets_dir() -> Path:
-    return Path(str(importlib.resources.files("qnn_configs"))) / "presets"
+    return Path(str(importlib.resources.files("hexfuse.qnn_configs"))) / "presets"
 
 
 def preset_names() -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 _NODE_RE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_(?P<id>\d+) \(cycles\)$")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.errors import HexfuseError
 
 from . import baselines, compare, latency, models, profile, qnn_session, report, timeline
 from .inputs import load_npz, random_inputs

@@ -1,4 +1,4 @@
-"""The ``hexfuse`` command.
+"""hexfuse: fuse independent matrix/vector/DMA work of ONNX models for Qualcomm Hexagon NPUs.
 
 Exit codes: 0 success (including "nothing to fuse"), 1 a hexfuse error (bad input, failed check),
 2 bad command-line usage. Errors print one line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from graph_passes.cost import list_targets
-from graph_passes.cost.cli import scorer_for
-from graph_passes.cost.scorer import CostScorer
-from graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.cost import list_targets
+from hexfuse.graph_passes.cost.cli import scorer_for
+from hexfuse.graph_passes.cost.scorer import CostScorer
+from hexfuse.graph_passes.errors import HexfuseError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -33,8 +33,8 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from graph_passes.pipeline import analyze_model
-    from graph_passes.report import render_report
+    from hexfuse import analyze_model
+    from hexfuse.graph_passes.report import render_report
 
     result = analyze_model(args.model, _scorer(args))
     if args.json:
@@ -56,10 +56,11 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_fuse(args: argparse.Namespace) -> int:
-    from graph_passes.cost.cli import render_cost_markdown, write_cost_reports
-    from graph_passes.ort_check import compare_on_cpu
-    from graph_passes.pipeline import fuse_model, write_outputs
-    from graph_passes.report import render_report
+    from hexfuse.graph_passes.cost.cli import render_cost_markdown, write_cost_reports
+    from hexfuse.graph_passes.ort_check import compare_on_cpu
+    from hexfuse import fuse_model
+    from hexfuse.graph_passes.pipeline import write_outputs
+    from hexfuse.graph_passes.report import render_report
 
     start = time.perf_counter()
     scorer = _scorer(args)
@@ -111,10 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
         sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
 
-    # The other rooms register their own subcommands.
-    from graph_passes.cost.cli import register as register_cost
-    from op_package.cli import register as register_oppkg
-    from tools.ab.cli import register as register_ab
+    # Each room registers its own subcommands.
+    from hexfuse.graph_passes.cost.cli import register as register_cost
+    from hexfuse.op_package.cli import register as register_oppkg
+    from hexfuse.tools.ab.cli import register as register_ab
 
     register_cost(commands)
     register_oppkg(commands)

@@ -9,6 +9,7 @@ import onnx
 from hexfuse.graph_passes.dataflow import Dataflow
 from hexfuse.graph_passes.engines import Engine
 from hexfuse.graph_passes.hazards import BufferMap, Buffers, task_buffers
+from hexfuse.graph_passes.qdq_boundary import Peeled, claim_blocker, peel
 from hexfuse.graph_passes.reach import Reachability
 from hexfuse.graph_passes.tasks import Task, build_tasks
 from hexfuse.graph_passes.units import UnitGraph, build_units
@@ -25,6 +26,8 @@ class Analysis:
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
     _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    _body_cache: dict[int, Peeled] = field(default_factory=dict, repr=False)
+    _claim_cache: dict[int, str | None] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
     task_keys: dict[int, tuple] = field(default_factory=dict, repr=False)
@@ -43,6 +46,19 @@ class Analysis:
         if nodes is None:
             nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in self.units.units[unit].nodes)
         return nodes
+
+    def task_body(self, task: Task) -> Peeled:
+        """The task's nodes split into function body and boundary DQ/Q left outside (qdq_boundary.py)."""
+        cached = self._body_cache.get(task.id)
+        if cached is None:
+            cached = self._body_cache[task.id] = peel(self.flow, self.task_nodes(task))
+        return cached
+
+    def claim_blocker(self, task: Task) -> str | None:
+        """Why a fused node holding this task would not be claimed by the QNN EP (qdq_boundary.py)."""
+        if task.id not in self._claim_cache:
+            self._claim_cache[task.id] = claim_blocker(self.flow, self.task_nodes(task))
+        return self._claim_cache[task.id]
 
     def level_range(self, task: Task) -> tuple[int, int]:
         """Lowest and highest ASAP level of the task's units."""

@@ -81,7 +81,15 @@ class _ReachMasks:
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
-    fusable = [task for task in analysis.tasks if task.fusable]
+    reasons: dict[int, str] = {}
+    fusable = []
+    for task in analysis.tasks:
+        if task.fusable:
+            blocked = analysis.claim_blocker(task)
+            if blocked is None:
+                fusable.append(task)
+            else:
+                reasons[task.id] = blocked
     masks = _ReachMasks(analysis)
     by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
     pairs: list[Pair] = []
@@ -102,7 +110,6 @@ def find_candidates(analysis: Analysis) -> Candidates:
             pairs.append(Pair(a.id, b.id))
             partners[a.id].append(b.id)
             partners[b.id].append(a.id)
-    reasons = {}
     for task in fusable:
         if not partners[task.id]:
             problem = first_problem.get(task.id)

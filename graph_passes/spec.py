@@ -24,7 +24,7 @@ from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: boundary DQ/Q outside fused nodes, TensorSpec.wire
 FUSED_DOMAIN = "hexfuse"
 SERIAL_ATTRIBUTE = "serial"  # int attribute on every fused node: 1 = internal-serial (barrier) mode
 
@@ -48,6 +48,9 @@ class TensorSpec:
     shape: tuple[int, ...]
     static: bool = False  # an initializer: QNN hands it to the op package as a STATIC tensor
     quant: QuantSpec | None = None  # set where the tensor is the quantized side of a Q/DQ pair
+    # Fused-op ports only: the float port is fed by a DQ (or read by a Q) left outside the fused node;
+    # on the QNN EP that DQ/Q folds into the port, so the kernel sees this quantized encoding.
+    wire: QuantSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,8 @@ def _quant(raw: dict[str, Any] | None) -> QuantSpec | None:
 
 
 def _tensor(raw: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(raw["name"], raw["dtype"], tuple(raw["shape"]), raw["static"], _quant(raw["quant"]))
+    return TensorSpec(raw["name"], raw["dtype"], tuple(raw["shape"]), raw["static"], _quant(raw["quant"]),
+                      _quant(raw["wire"]))
 
 
 def _attribute(value: Any) -> AttributeValue:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -106,7 +107,7 @@ def task_structure(analysis: Analysis, task: Task) -> tuple:
 
 
 def _task_spec(analysis: Analysis, task: Task) -> TaskSpec:
-    indices = analysis.task_nodes(task)
+    indices = list(analysis.task_body(task).body)
     inputs, outputs = boundary(analysis, indices)
     work = analysis.work(task)
     return TaskSpec(
@@ -117,13 +118,31 @@ def _task_spec(analysis: Analysis, task: Task) -> TaskSpec:
 
 
 def group_nodes(analysis: Analysis, tasks: tuple[Task, ...]) -> list[int]:
-    return sorted(index for task in tasks for index in analysis.task_nodes(task))
+    """The nodes that move into the fused node's function (boundary DQ/Q stay outside)."""
+    return sorted(index for task in tasks for index in analysis.task_body(task).body)
 
 
 def group_op_type(analysis: Analysis, tasks: tuple[Task, ...], number: int) -> str:
     """A C-identifier op type, unique per group and stable for the same model."""
     names = "\0".join(analysis.flow.nodes[i].name or str(i) for i in group_nodes(analysis, tasks))
     return f"HexFuse_{number}_{hashlib.sha1(names.encode()).hexdigest()[:6]}"
+
+
+def _port(analysis: Analysis, tensor: TensorSpec, is_input: bool) -> TensorSpec:
+    """A fused-op port with the encoding it has on the QNN EP: the DQ feeding it (an input) or the Q
+    reading it (an output), both outside the fused node, fold into it (qdq_boundary.py)."""
+    flow = analysis.flow
+    if is_input:
+        nodes = [flow.producer[tensor.name]] if tensor.name in flow.producer else []
+    else:
+        nodes = flow.consumers.get(tensor.name, [])
+    wanted = "DequantizeLinear" if is_input else "QuantizeLinear"
+    for index in nodes:
+        node = flow.nodes[index]
+        if node.op_type == wanted and node.domain in ("", "ai.onnx"):
+            wire = _quant_of(analysis, node)
+            return replace(tensor, wire=wire) if wire is not None else tensor
+    return tensor
 
 
 def fused_op_spec(
@@ -141,6 +160,7 @@ def fused_op_spec(
     by_name = {tensor.name: tensor for tensor in tensors}
     return FusedOp(
         op_type=op_type, node_name=node_name,
-        inputs=tuple(by_name[name] for name in inputs), outputs=tuple(by_name[name] for name in outputs),
+        inputs=tuple(_port(analysis, by_name[name], is_input=True) for name in inputs),
+        outputs=tuple(_port(analysis, by_name[name], is_input=False) for name in outputs),
         tasks=specs, tensors=tensors, predicted_gain=round(predicted_gain, 6),
     )

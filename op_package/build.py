@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -70,13 +71,24 @@ def build_host(package_dir: str | os.PathLike[str]) -> Path:
 
 
 def build_htp_x86(package_dir: str | os.PathLike[str]) -> Path:
-    """Run `make htp_x86` (clang + libc++ against the SDK headers and the wheel's libQnnHtp.so)."""
+    """Run the package's `make htp_x86` (clang + libc++ against the SDK headers, linked with libQnnHtp.so).
+
+    The Makefile reads QNN_SDK_ROOT, HEXAGON_SDK_ROOT / X86_LIBNATIVE_DIR, X86_CXX, QNN_HTP_LIB_DIR,
+    EXTRA_CXXFLAGS and EXTRA_LDFLAGS from the environment, which make inherits from this process."""
     root = Path(package_dir).resolve()
     if not os.environ.get("QNN_SDK_ROOT"):
-        raise HexfuseError("--build htp_x86 needs QNN_SDK_ROOT (the Qualcomm AI Engine Direct SDK)")
+        raise HexfuseError("--build htp_x86 needs QNN_SDK_ROOT (the Qualcomm AI Engine Direct SDK, the release of "
+                           "the runtime that will load the package)")
     if shutil.which("make") is None:
         raise HexfuseError("make not found")
-    proc = subprocess.run(["make", "htp_x86"], cwd=root, capture_output=True, text=True)
+    jobs = str(max(1, os.cpu_count() or 1))
+    env = {"PYTHON": sys.executable, **os.environ}  # the Makefile asks this Python where onnxruntime-qnn is
+    proc = subprocess.run(["make", "-j", jobs, "htp_x86"], cwd=root, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise HexfuseError(f"htp_x86 build failed: {' | '.join(proc.stderr.strip().splitlines()[-6:])}")
-    return next((root / "build" / "x86_64-linux-clang").glob("*.so"))
+        lines = [line for line in (proc.stdout + proc.stderr).strip().splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line.lower()] or lines
+        raise HexfuseError(f"htp_x86 build failed in {root}: {' | '.join(errors[-4:])}")
+    library = next((root / "build" / "x86_64-linux-clang").glob("*.so"), None)
+    if library is None:
+        raise HexfuseError(f"htp_x86 build in {root} produced no library")
+    return library

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec, QuantSpec, TensorSpec
 
 RESOURCES = ("matrix", "vector", "dma")
 
@@ -58,6 +58,35 @@ class Trace:
         return max(e.end_ns for e in ops) - min(e.start_ns for e in ops) if ops else 0
 
 
+class _Wire(ctypes.Structure):  # mirrors hexfuse::Wire (port.h)
+    _fields_ = [("data", ctypes.c_void_p), ("type", ctypes.c_int32), ("quantized", ctypes.c_int32),
+                ("scale", ctypes.c_float), ("offset", ctypes.c_int32), ("count", ctypes.c_int64)]
+
+
+# hexfuse::WireType values (port.h), by numpy dtype name
+WIRE_TYPES = {"float32": 0, "uint8": 1, "int8": 2, "uint16": 3, "int16": 4, "int32": 5, "int64": 6, "bool": 7,
+              "float16": 8}
+
+
+def quantize(values: np.ndarray, quant: QuantSpec) -> np.ndarray:
+    """ONNX QuantizeLinear (per-tensor): saturate(round_half_even(x / scale) + zero_point)."""
+    info = np.iinfo(np.dtype(quant.dtype))
+    q = np.rint(values.astype(np.float64) / quant.scale[0]) + quant.zero_point[0]
+    return np.clip(q, info.min, info.max).astype(quant.dtype)
+
+
+def wire_form(tensor: TensorSpec, values: np.ndarray) -> tuple[np.ndarray, bool, float, int]:
+    """What the QNN EP hands the op for a port: (array, quantized, scale, offset) — the boundary DQ/Q
+    folded into the port, int64 narrowed to int32 (DESIGN.md section 4)."""
+    if tensor.wire is not None:
+        if len(tensor.wire.scale) != 1:
+            raise HexfuseError(f"port {tensor.name!r}: per-axis wire quantization is not supported")
+        return quantize(values, tensor.wire), True, tensor.wire.scale[0], tensor.wire.zero_point[0]
+    if tensor.dtype == "int64":
+        return values.astype(np.int32), False, 1.0, 0
+    return values, False, 1.0, 0
+
+
 class HostPackage:
     def __init__(self, library: str | Path, spec: FusionSpec):
         self._lib = ctypes.CDLL(str(library))
@@ -65,6 +94,7 @@ class HostPackage:
         self._lib.hexfuse_run.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
                                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.POINTER(_Trace)]
         self._lib.hexfuse_configure.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_longlong]
+        self._lib.hexfuse_run_wire.argtypes = [ctypes.c_int, ctypes.POINTER(_Wire), ctypes.POINTER(_Wire)]
         self.op_types = [self._lib.hexfuse_op_type(i).decode() for i in range(self._lib.hexfuse_num_ops())]
         self._ops = {op.op_type: op for op in spec.fused_ops}
         if self.op_types != [op.op_type for op in spec.fused_ops]:
@@ -111,3 +141,28 @@ class HostPackage:
         kinds = ("micro_op", "scratch")
         return outputs, Trace(tuple(Event(kinds[e.kind], e.task, e.node, e.tile, RESOURCES[e.resource], e.lane,
                                           e.start_ns, e.end_ns) for e in events[:raw.count]))
+
+    def run_wire(self, op_type: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the op the way the QNN EP drives it: every port in its wire form (``wire_form``), micro-ops
+        in plan order on one thread (port.h). Returns the outputs in their wire form (e.g. uint8)."""
+        op = self._ops[op_type]
+        keep, wires = [], []
+        for tensor, values in zip(op.inputs, inputs):
+            array, quantized, scale, offset = wire_form(tensor, np.require(values, requirements="C"))
+            array = np.require(array, requirements="C")
+            keep.append(array)
+            wires.append(_Wire(array.ctypes.data, WIRE_TYPES[array.dtype.name], int(quantized), scale, offset, array.size))
+        outs, out_wires = [], []
+        for tensor in op.outputs:
+            dtype = tensor.wire.dtype if tensor.wire is not None else ("int32" if tensor.dtype == "int64" else tensor.dtype)
+            array = np.empty(tensor.shape, dtype=dtype)
+            quant = tensor.wire
+            outs.append(array)
+            out_wires.append(_Wire(array.ctypes.data, WIRE_TYPES[dtype], int(quant is not None),
+                                   quant.scale[0] if quant else 1.0, quant.zero_point[0] if quant else 0, array.size))
+        in_arr = (_Wire * max(1, len(wires)))(*wires)
+        out_arr = (_Wire * max(1, len(out_wires)))(*out_wires)
+        status = self._lib.hexfuse_run_wire(self.op_types.index(op_type), in_arr, out_arr)
+        if status != 0:
+            raise HexfuseError(f"{op_type}: wire run failed with status {status}")
+        return outs

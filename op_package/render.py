@@ -2,22 +2,26 @@
 
     DIR/
       README.md                     how to build, the exact op_packages provider string
-      Makefile                      host | htp_x86 | htp_v73 | htp_v75 | htp_v79 | htp_aarch64
+      Makefile                      host | htp_x86 | htp_v73 | htp_v75 | htp_v79 | htp_aarch64 (SDK conventions)
       config/<Pkg>.xml              qnn-op-package-generator OpDef config
-      include/hexfuse/...           executor + kernel headers (copied from hexfuse.op_package/runtime)
-      src/<Pkg>Interface.cpp        QNN interface provider (SDK glue)
-      src/ops/<OpType>.cpp          one classic HTP op per fused op (SDK glue)
-      src/fused/<OpType>.cpp        the op's executor plan: kernel params + micro-op tables
+      include/hexfuse/...           executor, ports and kernel headers (copied from op_package/runtime)
+      src/<Pkg>Interface.cpp        QNN op package interface (SDK glue)
+      src/ops/<OpType>.cpp          one HTP op per fused op (SDK glue): registration, tensor properties
+      src/htp/tensor_bridge.*       HTP tensors -> ports (SDK glue, shared by every op)
+      src/fused/<OpType>.cpp        the op's plan: kernel params + micro-op tables
       src/fused/registry.cpp        plan table (host ABI op index = spec order)
-      src/runtime, src/kernels      executor and kernel library (copied)
+      src/runtime, src/kernels      executor, ports and kernel library (copied)
       src/host/host_api.cpp         C ABI of the host build (copied)
 
-Templates hold layout only; every value is computed here or in plan.py.
+Templates hold layout only; every value is computed here or in plan.py. Generated code is a trust
+boundary: C++ identifiers come from us (validated op types, the package name), and every string
+taken from the model passes through exactly one of the escaping filters below before a template
+prints it (``display`` for comments, XML text and Markdown; ``cstr`` for C string literals).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,9 @@ import jinja2
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusionSpec, TensorSpec
+from hexfuse.op_package.lower.context import CPP_DTYPE
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
+from hexfuse.op_package.writer import MARKER
 
 HERE = Path(__file__).parent
 RUNTIME = HERE / "runtime"
@@ -34,54 +40,79 @@ TEMPLATES = HERE / "templates"
 DEFAULT_PACKAGE = "HexFuse"
 PACKAGE_VERSION = "1.0.0"
 
-QNN_DTYPES = {"float32": "QNN_DATATYPE_FLOAT_32", "int32": "QNN_DATATYPE_INT_32",
-              "int64": "QNN_DATATYPE_INT_32",  # the QNN EP narrows int64 to int32; the glue widens back
-              "uint8": "QNN_DATATYPE_UFIXED_POINT_8", "int8": "QNN_DATATYPE_SFIXED_POINT_8",
-              "uint16": "QNN_DATATYPE_UFIXED_POINT_16", "int16": "QNN_DATATYPE_SFIXED_POINT_16",
-              "bool": "QNN_DATATYPE_BOOL_8"}
+# QNN datatype of a port as the QNN EP presents it (DESIGN.md section 4): a port with a wire encoding
+# carries the boundary DQ/Q's quantization; int64 arrives as int32; integers without one stay plain.
+WIRE_QNN_DTYPES = {"uint8": "QNN_DATATYPE_UFIXED_POINT_8", "int8": "QNN_DATATYPE_SFIXED_POINT_8",
+                   "uint16": "QNN_DATATYPE_UFIXED_POINT_16", "int16": "QNN_DATATYPE_SFIXED_POINT_16",
+                   "int32": "QNN_DATATYPE_SFIXED_POINT_32"}
+PLAIN_QNN_DTYPES = {"float32": "QNN_DATATYPE_FLOAT_32", "int32": "QNN_DATATYPE_INT_32", "int64": "QNN_DATATYPE_INT_32",
+                    "uint8": "QNN_DATATYPE_UINT_8", "int8": "QNN_DATATYPE_INT_8", "uint16": "QNN_DATATYPE_UINT_16",
+                    "int16": "QNN_DATATYPE_INT_16", "bool": "QNN_DATATYPE_BOOL_8"}
 
-PLAIN_QNN_DTYPES = {"uint8": "QNN_DATATYPE_UINT_8", "int8": "QNN_DATATYPE_INT_8", "uint16": "QNN_DATATYPE_UINT_16",
-                    "int16": "QNN_DATATYPE_INT_16"}  # integer tensors without quantization params
+_DISPLAY_SAFE = re.compile(r"[^A-Za-z0-9 _.:/+=,#()\[\]-]")
+_C_SAFE = re.compile(r"[A-Za-z0-9 _.:/+=,#()\[\]-]")
+
+
+def display(text: object, limit: int = 80) -> str:
+    """A model-derived string for comments, XML text and Markdown: a fixed safe alphabet, one line.
+
+    Nothing that can end a comment, open markup or an escape survives (no newline, backslash, quote,
+    '<', '&', '*', '$', '`', '|', '{', '%'); whatever else was there reads as '?'."""
+    text = _DISPLAY_SAFE.sub("?", str(text))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cstr(text: object) -> str:
+    """A C/C++ string literal holding exactly ``text`` (UTF-8), every unsafe byte as an octal escape."""
+    out = []
+    for byte in str(text).encode("utf-8"):
+        char = chr(byte)
+        out.append(char if byte < 128 and _C_SAFE.fullmatch(char) else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def c_identifier(name: str, what: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise HexfuseError(f"{what} {display(name)!r} is not a C identifier")
+    return name
 
 
 @dataclass(frozen=True)
-class PortSpec:
+class PortView:
     """One input/output of a fused op as the SDK glue and the XML see it."""
     index: int
-    name: str
-    dtype: str
+    label: str  # display-safe tensor name
     qnn_dtype: str
     shape: tuple[int, ...]
     static: bool
-    widen: bool  # int64 in the spec: arrives as int32 from the QNN EP
 
 
-def _ports(tensors: tuple[TensorSpec, ...]) -> list[PortSpec]:
-    ports = []
-    for i, t in enumerate(tensors):
-        if t.dtype not in QNN_DTYPES:
-            raise HexfuseError(f"fused op port {t.name!r}: dtype {t.dtype} has no QNN datatype in the op package")
-        qnn = QNN_DTYPES[t.dtype] if t.quant is not None else PLAIN_QNN_DTYPES.get(t.dtype, QNN_DTYPES[t.dtype])
-        ports.append(PortSpec(i, t.name, t.dtype, qnn, tuple(t.shape), t.static, t.dtype == "int64"))
-    return ports
-
-
-def _cstr(text: str) -> str:
-    return json.dumps(text)  # a valid C string literal for the names we emit (ASCII-escaped)
+def _port(index: int, tensor: TensorSpec) -> PortView:
+    if tensor.wire is not None:
+        if tensor.wire.dtype not in WIRE_QNN_DTYPES:
+            raise HexfuseError(f"fused op port {display(tensor.name)!r}: quantized type {tensor.wire.dtype} has no QNN datatype")
+        qnn = WIRE_QNN_DTYPES[tensor.wire.dtype]
+    elif tensor.dtype in PLAIN_QNN_DTYPES:
+        qnn = PLAIN_QNN_DTYPES[tensor.dtype]
+    else:
+        raise HexfuseError(f"fused op port {display(tensor.name)!r}: dtype {tensor.dtype} has no QNN datatype in the op package")
+    return PortView(index, display(tensor.name), qnn, tuple(tensor.shape), tensor.static)
 
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters["cstr"] = _cstr
-    env.filters["prod"] = lambda shape: max(1, int(__import__("math").prod(shape)))
+    env.filters["cstr"] = cstr
+    env.filters["display"] = display
+    env.filters["prod"] = lambda shape: max(1, math.prod(shape))
+    env.filters["cpp_dtype"] = lambda dtype: CPP_DTYPE[dtype]
     return env
 
 
 def check_package_name(name: str) -> str:
     # DESIGN.md 4: the package name is the interface symbol prefix, so it must be a C identifier.
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
-        raise HexfuseError(f"package name {name!r} must be a C identifier (it prefixes <Pkg>InterfaceProvider)")
+        raise HexfuseError(f"package name {display(name)!r} must be a C identifier (it prefixes <Pkg>InterfaceProvider)")
     return name
 
 
@@ -93,9 +124,21 @@ def runtime_files() -> dict[str, str]:
     return files
 
 
-def op_packages_option(package: str, op_types: list[str], library: str) -> str:
-    """The QNN EP provider option: one entry per op type, target CPU for the x86 simulator build."""
-    return ",".join(f"{op}:{library}:{package}InterfaceProvider:CPU" for op in op_types)
+OPTION_LIMIT = 8192  # ONNX Runtime refuses longer session config values ("Config value is longer than ...")
+
+
+def op_packages_option(package: str, op_types: list[str], library: str, target: str = "CPU",
+                       check: bool = True) -> str:
+    """The QNN EP provider option: one entry per op type (the EP matches packages by op type only);
+    target CPU for the x86 simulator build, HTP for a device build. ``check`` refuses an option ONNX
+    Runtime would refuse (the generated README only shows it)."""
+    option = ",".join(f"{op}:{library}:{package}InterfaceProvider:{target}" for op in op_types)
+    if check and len(option) > OPTION_LIMIT:
+        raise HexfuseError(
+            f"the op_packages option for {len(op_types)} fused op types is {len(option)} characters, over ONNX "
+            f"Runtime's limit of {OPTION_LIMIT}: put the library at a shorter path (it is repeated per op type) "
+            "or fuse fewer distinct op types")
+    return option
 
 
 def library_name(package: str) -> str:
@@ -105,26 +148,27 @@ def library_name(package: str) -> str:
 def render_package(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> dict[str, str]:
     package = check_package_name(package)
     if not spec.fused_ops:
-        raise HexfuseError(f"fusion spec of {spec.model} has no fused ops: nothing to generate")
+        raise HexfuseError(f"fusion spec of {display(spec.model)} has no fused ops: nothing to generate")
     plans: list[OpPlan] = [plan_fused_op(op) for op in spec.fused_ops]
     env = _environment()
-    op_types = [p.op_type for p in plans]
-    ops_view = [{"plan": p, "inputs": _ports(p.inputs), "outputs": _ports(p.outputs),
-                 "node_name": spec.fused_ops[i].node_name} for i, p in enumerate(plans)]
-    context = {"package": package, "version": PACKAGE_VERSION, "domain": spec.domain, "model": spec.model,
-               "target": spec.target, "ops": ops_view, "library": library_name(package),
-               "host_library": f"lib{package}Host.so",
-               "op_packages": op_packages_option(package, op_types, library_name(package)),
-               "sources": sorted(f"src/fused/{t}.cpp" for t in op_types)}
+    op_types = [c_identifier(p.op_type, "fused op type") for p in plans]
+    ops_view = [{"plan": p, "inputs": [_port(i, t) for i, t in enumerate(p.inputs)],
+                 "outputs": [_port(i, t) for i, t in enumerate(p.outputs)],
+                 "node_name": display(spec.fused_ops[i].node_name)} for i, p in enumerate(plans)]
+    context = {"package": package, "version": PACKAGE_VERSION, "domain": display(spec.domain),
+               "model": display(spec.model), "target": display(spec.target), "ops": ops_view,
+               "library": library_name(package), "host_library": f"lib{package}Host.so",
+               "op_packages": op_packages_option(package, op_types, library_name(package), check=False),
+               "option_limit": OPTION_LIMIT}
     files = runtime_files()
     for view in ops_view:
         p = view["plan"]
         files[f"src/fused/{p.op_type}.cpp"] = env.get_template("src/fused/op.cpp.j2").render(op=p)
         files[f"src/ops/{p.op_type}.cpp"] = env.get_template("src/ops/op.cpp.j2").render(view=view, **context)
-    files["src/fused/registry.cpp"] = env.get_template("src/fused/registry.cpp.j2").render(
-        package=package, ops=plans)
+    files["src/fused/registry.cpp"] = env.get_template("src/fused/registry.cpp.j2").render(package=package, ops=plans)
     files[f"src/{package}Interface.cpp"] = env.get_template("src/Interface.cpp.j2").render(**context)
     files[f"config/{package}.xml"] = env.get_template("config/package.xml.j2").render(**context)
     files["Makefile"] = env.get_template("Makefile.j2").render(**context)
     files["README.md"] = env.get_template("README.md.j2").render(**context)
+    files[MARKER] = f"generated by hexfuse oppkg for {display(spec.model)}\n"
     return dict(sorted(files.items()))

@@ -1,4 +1,8 @@
-"""Write a rendered file map to a directory atomically: build it beside DIR, then swap it in."""
+"""Write a rendered file map to a directory atomically: build it beside DIR, then swap it in.
+
+DIR is replaced only when it is empty or a tree hexfuse generated before (it holds the marker file
+MARKER); anything else is refused, so `-o .` or `-o <the model's folder>` never deletes a file.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,35 @@ from pathlib import Path
 from hexfuse.graph_passes.errors import HexfuseError
 
 
-def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:
-    out = Path(out_dir).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists() and not out.is_dir():
+MARKER = ".hexfuse-oppkg"  # present in every generated tree
+
+
+def _check_replaceable(out: Path, marker: str) -> None:
+    if not out.exists():
+        return
+    if not out.is_dir():
         raise HexfuseError(f"output {out} exists and is not a directory")
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        empty = not any(out.iterdir())
+    except OSError as exc:
+        raise HexfuseError(f"cannot read output directory {out}: {exc.strerror}") from None
+    if not empty and not (out / marker).is_file():
+        raise HexfuseError(f"refusing to replace {out}: it is not empty and not an op package hexfuse generated "
+                           f"(no {marker} file); choose a new or empty directory")
+
+
+def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``files`` (which hold MARKER, see render.py) as the tree ``out_dir``."""
+    out = Path(out_dir).resolve()
+    _check_replaceable(out, MARKER)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HexfuseError(f"cannot create {out.parent}: {exc.strerror}") from None
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:
+        raise HexfuseError(f"cannot write op package to {out}: {exc.strerror}") from None
     try:
         for rel, text in files.items():
             path = stage / rel

@@ -87,17 +87,19 @@ def test_llama_fuses_work_across_the_two_requests():
 
 
 def test_fused_qdq_models_keep_every_dq_single_consumer():
+    """Per scope (the main graph, each function body): every DQ output has exactly one reader."""
     for name in [n for n in BUNDLED if n.endswith("_qdq.onnx")]:
         fused = onnx.load_model_from_string(_fuse(name).model_bytes)
-        users: dict[str, int] = {}
-        nodes = list(fused.graph.node) + [n for f in fused.functions for n in f.node]
-        for node in nodes:
-            for tensor in node.input:
-                users[tensor] = users.get(tensor, 0) + 1
-        outputs = {o.name for o in fused.graph.output}
-        for node in nodes:
-            if node.op_type == "DequantizeLinear":
-                assert users.get(node.output[0], 0) + (node.output[0] in outputs) == 1, (name, node.name)
+        scopes = [(list(fused.graph.node), {o.name for o in fused.graph.output})]
+        scopes += [(list(f.node), set(f.output)) for f in fused.functions]
+        for nodes, outputs in scopes:
+            users: dict[str, int] = {}
+            for node in nodes:
+                for tensor in node.input:
+                    users[tensor] = users.get(tensor, 0) + 1
+            for node in nodes:
+                if node.op_type == "DequantizeLinear":
+                    assert users.get(node.output[0], 0) + (node.output[0] in outputs) == 1, (name, node.name)
 
 
 @pytest.mark.skipif(

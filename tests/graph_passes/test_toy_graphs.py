@@ -102,15 +102,27 @@ def test_shared_dequantize_gets_one_consumer_each():
     onnx.checker.check_model(model, full_check=True)
 
 
-def test_qdq_units_keep_dq_op_q_together(tmp_path):
+def test_qdq_boundary_dq_and_q_stay_outside_the_fused_node(tmp_path):
+    """DQ(x) -> MatMul -> Q becomes DQ -> [fused: MatMul] -> Q: the form the QNN EP claims, with the
+    DQ/Q encodings recorded on the float ports (qdq_boundary.py)."""
     path = builders.save(builders.qdq_two_branch(), tmp_path / "m.onnx")
     result = fuse_model(path, ANY_GAIN)
     assert result.changed
     (op,) = result.spec.fused_ops
     matrix = next(t for t in op.tasks if t.engine == "matrix")
-    assert [n.op_type for n in matrix.nodes] == ["DequantizeLinear", "DequantizeLinear", "MatMul", "QuantizeLinear"]
-    quantized = {t.name: t.quant for t in op.tensors if t.quant is not None}
-    assert quantized["w_q"].dtype == "uint8" and quantized["w_q"].scale == (pytest.approx(0.01),)
+    assert [n.op_type for n in matrix.nodes] == ["MatMul"]
+    ports = {t.name: t for t in (*op.inputs, *op.outputs)}
+    assert all(t.dtype == "float32" for t in ports.values())
+    w = next(t for t in op.inputs if t.name.startswith("w_dq"))
+    assert w.wire is not None and w.wire.dtype == "uint8" and w.wire.scale == (pytest.approx(0.01),)
+    assert w.wire.zero_point == (128,)
+    assert all(t.wire is not None and t.wire.scale == (pytest.approx(0.05),) for t in op.outputs)
+    model = onnx.load_model_from_string(result.model_bytes)
+    fused = next(n for n in model.graph.node if n.domain == "hexfuse")
+    producers = {o: n for n in model.graph.node for o in n.output}
+    assert {producers[i].op_type for i in fused.input} == {"DequantizeLinear"}
+    consumers = [n.op_type for n in model.graph.node if set(n.input) & set(fused.output)]
+    assert consumers == ["QuantizeLinear"] * len(fused.output)
     assert all(d.max_abs == 0.0 for d in compare_on_cpu(result.analyzed.loaded.raw, result.model_bytes))
 
 

@@ -44,6 +44,8 @@ struct ScratchBuffer {
 struct Plan {
     const char* op_type;
     int32_t num_inputs, num_outputs, num_buffers;
+    const int32_t* port_types;   // DType (kernels/common.h) of every input, then every output, as the plan reads them
+    const int64_t* port_counts;  // elements of every input, then every output
     const MicroOp* ops;
     int32_t num_ops;
     const int32_t* succ;

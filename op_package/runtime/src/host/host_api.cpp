@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "hexfuse/executor.h"
+#include "hexfuse/port.h"
 #include "hexfuse/registry.h"
 
 namespace {
@@ -72,6 +73,14 @@ int hexfuse_run(int index, const void* const* inputs, void* const* outputs, int 
     const hexfuse::Plan* plan = hexfuse::plan_at(index);
     if (plan == nullptr) return -1;
     return executor().run(*plan, inputs, outputs, serial != 0, trace);
+}
+
+// Runs op `index` the way a backend does: ports in their wire encodings (port.h), micro-ops in plan
+// order on the calling thread. Lets the host tests check the boundary conversions without an SDK.
+int hexfuse_run_wire(int index, const hexfuse::Wire* inputs, const hexfuse::Wire* outputs) {
+    const hexfuse::Plan* plan = hexfuse::plan_at(index);
+    if (plan == nullptr) return -1;
+    return hexfuse::run_bridged(*plan, inputs, outputs);
 }
 
 }  // extern "C"

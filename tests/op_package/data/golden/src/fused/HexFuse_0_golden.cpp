@@ -19,7 +19,7 @@
 namespace hexfuse {
 namespace {
 
-// node 0: MatMul "mm" (task t0), 1 tile(s) over 2 units
+// node 0: MatMul mm (task t0), 1 tile(s) over 2 units
 MatMulParams make_n0() {
     MatMulParams p{};
     p.a = 0;
@@ -37,7 +37,7 @@ MatMulParams make_n0() {
 }
 const MatMulParams n0 = make_n0();
 
-// node 1: Relu "act" (task t1), 1 tile(s) over 8 units
+// node 1: Relu act (task t1), 1 tile(s) over 8 units
 UnaryParams make_n1() {
     UnaryParams p{};
     p.in = 2;
@@ -51,7 +51,7 @@ UnaryParams make_n1() {
 }
 const UnaryParams n1 = make_n1();
 
-// node 2: Neg "neg" (task t1), 1 tile(s) over 8 units
+// node 2: Neg neg (task t1), 1 tile(s) over 8 units
 UnaryParams make_n2() {
     UnaryParams p{};
     p.in = 5;
@@ -79,6 +79,10 @@ const TaskInfo kTasks[] = {
     {"t1", Resource::kVector, 64, 1, 2},
 };
 
+// Port types and element counts, inputs then outputs, as the plan reads and writes them.
+const int32_t kPortTypes[] = {static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32)};
+const int64_t kPortCounts[] = {6, 12, 8, 8, 8};
+
 const ScratchBuffer kScratch[] = {
     {5, 1, 0},
 };
@@ -87,7 +91,7 @@ const ScratchBuffer kScratch[] = {
 
 extern const Plan kPlan_HexFuse_0_golden;
 const Plan kPlan_HexFuse_0_golden = {
-    "HexFuse_0_golden", 3, 2, 6,
+    "HexFuse_0_golden", 3, 2, 6, kPortTypes, kPortCounts,
     kOps, 3, kSucc, kTasks, 2, kScratch, 1,
 };
 

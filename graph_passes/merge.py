@@ -5,8 +5,9 @@
                                                           W (same bytes in P and D): stored once, read by both
 
 Every node and non-shared tensor name gets its request's prefix (``<name>/``), so inputs and outputs
-stay disjoint. An initializer whose dtype, shape and bytes are equal in both models is stored once
-(under its own name when both models call it the same, else under the first model's prefixed name).
+stay disjoint. An initializer (2+ elements) whose dtype, shape and bytes are equal in both models is
+stored once (under its own name when both models call it the same, else under the first model's
+prefixed name).
 The requests share no node, so no task of one reaches a task of the other: ``hexfuse fuse`` pairs the
 matrix work of one with the vector work of the other like any two branches. The model records its
 requests (``hexfuse.requests`` metadata) so reports can say which request a task came from.
@@ -32,6 +33,11 @@ from hexfuse.graph_passes.load import LoadedModel, load_model
 from hexfuse.graph_passes.sources import REQUESTS_KEY
 from hexfuse.graph_passes.spec import FUSED_DOMAIN
 
+# Scalars (scales, zero points) are stored per request. Sharing them saves nothing, and on the QNN HTP
+# simulator (onnxruntime-qnn 2.7.0) sharing uint8 zero-point scalars between the requests of the merged
+# llama_prefill_qdq + llama_decode_qdq changed two decode outputs by 1-2 LSB; sharing only tensors of 2+
+# elements kept every output bit-identical to running the models separately.
+MIN_SHARED_ELEMENTS = 2
 MIN_MERGED_IR = 4  # below IR 4 every initializer is also a graph input; the merged model stores weights only
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")  # no "/": prefixes never nest, so names never clash
 
@@ -139,11 +145,12 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
             if not isinstance(tensor, gs.Constant):
                 tensor.name = request.prefix + name
                 continue
-            key = _constant_key(tensor)
-            kept = first.get(key) if number > 0 else None
+            key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS else None
+            kept = first.get(key) if number > 0 and key is not None else None
             if kept is None:
-                first.setdefault(key, tensor)
-                first_name[id(tensor)] = name
+                if number == 0 and key is not None:
+                    first.setdefault(key, tensor)
+                    first_name[id(tensor)] = name
                 tensor.name = request.prefix + name
                 continue
             for node in list(tensor.outputs):  # every reader of B's copy reads A's instead

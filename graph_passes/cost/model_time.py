@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 from hexfuse.graph_passes.balance import Verdict
 from hexfuse.graph_passes.cost.baselines import alone_plan
-from hexfuse.graph_passes.cost.opcost import TaskCost
+from hexfuse.graph_passes.cost.opcost import TaskCost, compute_nodes
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec import FusedOp, NodeSpec
 
 _ROW_MAJOR = ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul")
+_MATRIX = (*_ROW_MAJOR, "Conv", "ConvInteger", "QLinearConv", "ConvTranspose")
 
 
 @dataclass(frozen=True)
@@ -40,25 +41,26 @@ class ModelTime:
                 f"{self.padding_ns / 1e3:.1f} us)")
 
 
-def _rows(op: FusedOp, node_name: str) -> int:
-    for task in op.tasks:
-        for node in task.nodes:
-            if node.name == node_name and node.outputs:
-                shape = op.tensor(node.outputs[0]).shape
-                if not shape:
-                    return 0
-                if node.op_type in _ROW_MAJOR:
-                    return math.prod(shape[:-1])
-                return shape[0] * math.prod(shape[2:])  # conv: batch x spatial positions
-    return 0
+def _rows(node: NodeSpec, op: FusedOp) -> int:
+    shape = op.tensor(node.outputs[0]).shape if node.outputs else ()
+    if not shape:
+        return 0
+    if node.op_type in _ROW_MAJOR:
+        return math.prod(shape[:-1])
+    return shape[0] * math.prod(shape[2:])  # conv: batch x spatial positions
 
 
 def row_padding_ns(op: FusedOp, costs: list[TaskCost], tile: int) -> float:
-    """HMX time spent on the padded rows of the op's matrix tasks."""
+    """HMX time spent on the padded rows of the op's matrix tasks.
+
+    Task costs are shared between tasks of equal structure (their op names may be another task's), so
+    matrix nodes are paired with their costs by position, not by name."""
     extra = 0.0
-    for cost in costs:
-        for op_cost in cost.ops:
-            rows = _rows(op, op_cost.node) if op_cost.engine == "hmx" else 0
+    for task, cost in zip(op.tasks, costs):
+        nodes = [n for n in compute_nodes(task) if n.op_type in _MATRIX]
+        priced = [c for c in cost.ops if c.op_type in _MATRIX]
+        for node, op_cost in zip(nodes, priced):
+            rows = _rows(node, op) if op_cost.engine == "hmx" else 0
             if rows > 0:
                 efficiency = rows / (math.ceil(rows / tile) * tile)
                 extra += op_cost.main_ns * (1.0 / efficiency - 1.0)

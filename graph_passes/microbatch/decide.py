@@ -80,8 +80,9 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, supported_ops: fro
     before, after = _time(base, scorer), _time(tried, scorer)
     pays = bool(tried.fused_ops) and after.total_ns < before.total_ns * (1.0 - SPLIT_MARGIN)
     saving = 1.0 - after.total_ns / before.total_ns if before.total_ns > 0 else 0.0
+    change = f"saves {saving:.1%}" if saving >= 0 else f"costs {-saving:.1%} more"
     predicted = (f"{len(tried.fused_ops)} fused groups, {after.total_ns / 1e3:.1f} us vs "
-                 f"{before.total_ns / 1e3:.1f} us unsplit ({saving:+.1%})")
+                 f"{before.total_ns / 1e3:.1f} us unsplit ({change})")
     if not pays and not always:
         why = f"not split: split and fused predicts {predicted}, needs {SPLIT_MARGIN:.0%}; --split always forces it"
         return original, MicroBatchDecision(count, False, why, plan.describe(), before, after)

@@ -10,7 +10,9 @@ task and the pass can pair them, a software pipeline across micro-batches:
     HMX   mb0/A   mb1/A        (mb1/A and mb0/B in one fused node)
     HVX           mb0/B   mb1/B
 
-``plan_split`` proves the split exact op by op (axes.py) or returns the reason it is not;
+In a QDQ model the boundary Q of an input and the boundary DQ of an output stay whole (the QNN EP
+runs them on the CPU); the split starts after the Q and the join ends before the DQ, each as a QDQ unit
+(``_split_node``). ``plan_split`` proves the split exact op by op (axes.py) or returns the reason it is not;
 ``split_model`` writes the split graph. Node names get the prefix ``mb<k>/`` and the model records the
 split in metadata (``hexfuse.micro_batches``) so that reports can say a group came from micro-batches.
 """
@@ -18,7 +20,7 @@ split in metadata (``hexfuse.micro_batches``) so that reports can say a group ca
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -29,6 +31,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.microbatch.axes import Step, propagate
 from hexfuse.graph_passes.names import NameScope
 from hexfuse.graph_passes.sources import MICRO_BATCHES_KEY
+from hexfuse.graph_passes.toposort import topological_order_of
 
 MAX_MICRO_BATCHES = 64  # each slice copies every op on the path: beyond this the graph only grows
 
@@ -37,9 +40,11 @@ MAX_MICRO_BATCHES = 64  # each slice copies every op on the path: beyond this th
 class SplitPlan:
     count: int
     axis_size: int  # length of the split axis (the same for every split tensor)
-    inputs: tuple[tuple[str, int], ...]  # (graph input, axis) pairs
+    inputs: tuple[tuple[str, int], ...]  # (tensor, axis): a graph input, or the output of its boundary Q
+    concats: tuple[tuple[str, int], ...]  # (tensor, axis): a graph output, or the input of its boundary DQ
     axes: dict[str, int]  # every split tensor -> its split axis
     steps: dict[int, Step]  # node index -> how it carries the split
+    quantized: dict[str, tuple[str, ...]] = field(default_factory=dict)  # split/joined uint8 tensor -> (scale, zero)
 
     @property
     def sizes(self) -> list[int]:
@@ -70,11 +75,14 @@ def _plan_axis(flow: Dataflow, inputs: list[str], axis: int, count: int) -> Spli
     size = sizes.pop()
     if size < count:
         return f"length {size} < {count} micro-batches"
-    axes = {name: axis for name in inputs}
+    quantized: dict[str, tuple[str, ...]] = {}
+    seeds = [_after_boundary_quantize(flow, name, quantized) for name in inputs]
+    axes = {name: axis for name in seeds}
+    held = _boundary_dequantize(flow, quantized)
     steps: dict[int, Step] = {}
     for index, node in enumerate(flow.nodes):
         in_axes = [axes.get(name) if name else None for name in node.input]
-        if all(a is None for a in in_axes):
+        if all(a is None for a in in_axes) or index in held:
             continue
         step = propagate(node, in_axes, flow)
         if isinstance(step, str):
@@ -87,9 +95,43 @@ def _plan_axis(flow: Dataflow, inputs: list[str], axis: int, count: int) -> Spli
                 return f"{node.op_type} {node.name!r}: output {name!r} does not keep the split axis whole"
             axes[name] = out_axis
         steps[index] = step
-    if not any(info.name in axes for info in flow.graph.output):
+    joined = [held.get(flow.producer.get(info.name, -1), info.name) for info in flow.graph.output]
+    concats = tuple((name, axes[name]) for name in dict.fromkeys(joined) if name in axes)
+    if not concats:
         return "no output depends on the inputs"
-    return SplitPlan(count, size, tuple((name, axis) for name, axis in axes.items() if name in inputs), axes, steps)
+    quantized = {name: params for name, params in quantized.items() if name in axes}
+    return SplitPlan(count, size, tuple((name, axis) for name in seeds), concats, axes, steps, quantized)
+
+
+def _per_tensor(flow: Dataflow, node: onnx.NodeProto) -> bool:
+    scale = flow.constant_value(node.input[1]) if len(node.input) > 1 else None
+    return node.domain in ("", "ai.onnx") and scale is not None and scale.size == 1
+
+
+def _after_boundary_quantize(flow: Dataflow, name: str, quantized: dict[str, tuple[str, ...]]) -> str:
+    """Where a graph input's split starts: after a per-tensor QuantizeLinear that alone reads it (the
+    QNN EP runs that boundary Q on the CPU; see split_model for how the quantized rows are split)."""
+    users = flow.consumers.get(name, [])
+    if len(users) == 1 and name not in flow.graph_outputs:
+        node = flow.nodes[users[0]]
+        if node.op_type == "QuantizeLinear" and node.input[0] == name and _per_tensor(flow, node):
+            quantized[node.output[0]] = tuple(node.input[1:3])
+            return node.output[0]
+    return name
+
+
+def _boundary_dequantize(flow: Dataflow, quantized: dict[str, tuple[str, ...]]) -> dict[int, str]:
+    """Per-tensor DequantizeLinear nodes that only produce a graph output: node index -> its quantized
+    input. They stay whole behind the Concat (the mirror of the boundary Q)."""
+    held = {}
+    for info in flow.graph.output:
+        index = flow.producer.get(info.name)
+        node = flow.nodes[index] if index is not None else None
+        if node is not None and node.op_type == "DequantizeLinear" and _per_tensor(flow, node) \
+                and not flow.consumers.get(info.name):
+            held[index] = node.input[0]
+            quantized[node.input[0]] = tuple(node.input[1:3])
+    return held
 
 
 def plan_split(inferred: onnx.ModelProto, count: int, axis: int | None = None) -> SplitPlan | str:
@@ -142,6 +184,42 @@ class _Writer:
         return self.constants[key]
 
 
+def _split_node(writer: _Writer, plan: SplitPlan, name: str, axis: int) -> list[onnx.NodeProto]:
+    """Split ``name`` into the slices; a quantized tensor as a QDQ unit with its own scale and zero point:
+
+        t ──> DQ ──> Split ──> Q ──> mb0/t        Q(DQ(t)) is t exactly. A bare uint8 Split is not a
+                           └─> Q ──> mb1/t        QDQ unit: the QNN EP left it and the first layer behind it
+                                                  on the CPU (measured on the simulator: outputs off by 5 LSB)
+    """
+    sizes = writer.constant("hexfuse/micro_batch_sizes", np.array(plan.sizes, np.int64))
+    slices = [writer.slice_name(name, k) for k in range(plan.count)]
+    label = writer.names.fresh(f"hexfuse/split/{name}")
+    params = plan.quantized.get(name)
+    if params is None:
+        return [helper.make_node("Split", [name, sizes], slices, name=label, axis=axis)]
+    real = writer.names.fresh(f"{name}/dequantized")
+    floats = [writer.names.fresh(f"{s}/dequantized") for s in slices]
+    nodes = [helper.make_node("DequantizeLinear", [name, *params], [real], name=f"{label}/dq"),
+             helper.make_node("Split", [real, sizes], floats, name=label, axis=axis)]
+    nodes += [helper.make_node("QuantizeLinear", [f, *params], [s], name=f"{label}/q{k}") for k, (f, s) in enumerate(zip(floats, slices))]
+    return nodes
+
+
+def _concat_node(writer: _Writer, plan: SplitPlan, name: str, axis: int) -> list[onnx.NodeProto]:
+    """Join the slices into ``name``; a quantized tensor as DQ per slice -> Concat -> Q (see _split_node)."""
+    slices = [writer.slice_name(name, k) for k in range(plan.count)]
+    label = writer.names.fresh(f"hexfuse/concat/{name}")
+    params = plan.quantized.get(name)
+    if params is None:
+        return [helper.make_node("Concat", slices, [name], name=label, axis=axis)]
+    floats = [writer.names.fresh(f"{s}/dequantized") for s in slices]
+    real = writer.names.fresh(f"{name}/dequantized")
+    nodes = [helper.make_node("DequantizeLinear", [s, *params], [f], name=f"{label}/dq{k}") for k, (s, f) in enumerate(zip(slices, floats))]
+    nodes += [helper.make_node("Concat", floats, [real], name=label, axis=axis),
+              helper.make_node("QuantizeLinear", [real, *params], [name], name=f"{label}/q")]
+    return nodes
+
+
 def split_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProto:
     """``model`` (topologically sorted) with every op on the split path copied once per slice."""
     flow = Dataflow.of(model)
@@ -149,9 +227,7 @@ def split_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProto:
     sizes = plan.sizes
     nodes: list[onnx.NodeProto] = []
     for name, axis in plan.inputs:
-        split_sizes = writer.constant("hexfuse/micro_batch_sizes", np.array(sizes, np.int64))
-        outputs = [writer.slice_name(name, k) for k in range(plan.count)]
-        nodes.append(helper.make_node("Split", [name, split_sizes], outputs, name=writer.names.fresh(f"hexfuse/split/{name}"), axis=axis))
+        nodes += _split_node(writer, plan, name, axis)
     for index, node in enumerate(model.graph.node):
         step = plan.steps.get(index)
         if step is None:
@@ -174,23 +250,23 @@ def split_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProto:
                 shape[position] = sizes[k]
                 copy.input[slot] = writer.constant(f"{node.input[slot]}/mb{sizes[k]}", shape)
             nodes.append(copy)
-    for info in model.graph.output:
-        if info.name in plan.axes:
-            parts = [writer.slice_name(info.name, k) for k in range(plan.count)]
-            nodes.append(helper.make_node("Concat", parts, [info.name], name=writer.names.fresh(f"hexfuse/concat/{info.name}"),
-                                          axis=plan.axes[info.name]))
+    for name, axis in plan.concats:
+        nodes += _concat_node(writer, plan, name, axis)
+    order = topological_order_of([list(n.input) for n in nodes], [list(n.output) for n in nodes])
+    nodes = [nodes[i] for i in order]  # a boundary Q comes before the Split that reads it
     result = onnx.ModelProto()
     result.CopyFrom(model)
     graph = result.graph
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(writer.initializers)
-    kept = [info for info in graph.value_info if info.name not in plan.axes]  # slices get their shapes anew
+    kept = [info for info in graph.value_info if info.name not in plan.axes]  # shapes of the slices are inferred anew
     del graph.value_info[:]
     graph.value_info.extend(kept)
     entry = result.metadata_props.add()
     entry.key = MICRO_BATCHES_KEY
-    entry.value = json.dumps({"count": plan.count, "sizes": sizes, "inputs": dict(plan.inputs)}, sort_keys=True)
+    entry.value = json.dumps({"count": plan.count, "sizes": sizes, "inputs": dict(plan.inputs), "outputs": dict(plan.concats)},
+                             sort_keys=True)
     try:
         onnx.checker.check_model(result)
         return onnx.shape_inference.infer_shapes(result, check_type=True, strict_mode=True, data_prop=True)

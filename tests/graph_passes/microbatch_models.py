@@ -119,3 +119,39 @@ def two_inputs_split_together(tokens: int = 8) -> onnx.ModelProto:
              helper.make_node("MatMul", ["s", "w"], ["y"], name="proj")]
     return _model(nodes, [float_info("a", (1, tokens, 16)), float_info("b", (1, tokens, 16))],
                   [float_info("y", (1, tokens, 8))], [_w("w", (16, 8), 1)])
+
+
+def qdq_token_mlp(tokens: int = 16, hidden: int = 32) -> onnx.ModelProto:
+    """A matrix/vector chain in QNN QDQ form (uint8, static scales): x -> Q -> DQ -> MatMul(DQ w1)
+    -> Q -> DQ -> Relu -> Q -> DQ -> MatMul(DQ w2) -> Q -> DQ -> y."""
+    rng = np.random.default_rng(9)
+    inits = []
+
+    def qparams(name: str, scale: float, zero: int) -> list[str]:
+        inits.extend([numpy_helper.from_array(np.array(scale, np.float32), f"{name}_s"),
+                      numpy_helper.from_array(np.array(zero, np.uint8), f"{name}_z")])
+        return [f"{name}_s", f"{name}_z"]
+
+    for name, shape in (("w1", (hidden, 2 * hidden)), ("w2", (2 * hidden, hidden))):
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, shape).astype(np.uint8), f"{name}_q"))
+    nodes = []
+
+    def qdq(src: str, name: str, scale: float, zero: int, out: str = "") -> str:
+        params = qparams(name, scale, zero)
+        nodes.append(helper.make_node("QuantizeLinear", [src, *params], [f"{name}_q8"], name=f"q_{name}"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q8", *params], [out or f"{name}_f"], name=f"dq_{name}"))
+        return out or f"{name}_f"
+
+    def weight(name: str) -> str:
+        params = qparams(f"{name}w", 0.002, 128)
+        nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", *params], [f"{name}_f"], name=f"dq_{name}"))
+        return f"{name}_f"
+
+    a = qdq("x", "in", 0.02, 128)
+    nodes.append(helper.make_node("MatMul", [a, weight("w1")], ["h"], name="up"))
+    h = qdq("h", "h", 0.05, 128)
+    nodes.append(helper.make_node("Relu", [h], ["r"], name="act"))
+    r = qdq("r", "r", 0.025, 0)
+    nodes.append(helper.make_node("MatMul", [r, weight("w2")], ["d"], name="down"))
+    qdq("d", "d", 0.05, 128, out="y")
+    return _model(nodes, [float_info("x", (1, tokens, hidden))], [float_info("y", (1, tokens, hidden))], inits, opset=18)

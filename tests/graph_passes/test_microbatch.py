@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import onnx
@@ -46,6 +50,7 @@ EXACT = {
     "conv_batch_4": (mm.conv_batch, 4, None, 0),
     "views_and_tables": (mm.views_and_tables, 2, None, 1),
     "two_inputs": (mm.two_inputs_split_together, 4, None, 1),
+    "qdq_chain": (mm.qdq_token_mlp, 2, None, 1),
 }
 
 
@@ -56,10 +61,25 @@ def test_exact_split_equals_the_original_on_cpu(tmp_path, case):
     assert isinstance(plan, SplitPlan), plan
     assert {a for _, a in plan.inputs} == {expected_axis}
     split = _exact(loaded, plan)
-    # each op on the path is copied once per slice; nothing the split does not reach is copied
-    assert len(split.graph.node) == count * len(plan.steps) + len(plan.inputs) + len(split.graph.output) + (
-        len(loaded.model.graph.node) - len(plan.steps))
+    # each op on the path is copied once per slice; nothing the split does not reach is copied; a
+    # quantized Split or Concat is a QDQ unit (one DQ or Q on the whole side, one per slice on the other)
+    edges = len(plan.inputs) + len(plan.concats) + sum(count + 1 for _ in plan.quantized)
+    assert len(split.graph.node) == count * len(plan.steps) + edges + len(loaded.model.graph.node) - len(plan.steps)
     assert {n.name.split("/")[0] for n in split.graph.node if n.name.startswith("mb")} == {f"mb{k}" for k in range(count)}
+
+
+def test_quantized_boundaries_split_and_join_uint8_rows_as_qdq_units(tmp_path):
+    """The boundary Q and DQ stay whole (the QNN EP runs them on the CPU); the Split and the Concat sit
+    between a DQ and Qs of the same scale and zero point, so Q(DQ(q)) gives q back exactly."""
+    loaded, plan = _plan(mm.qdq_token_mlp(), tmp_path)
+    assert dict(plan.inputs) == {"in_q8": 1} and dict(plan.concats) == {"d_q8": 1}
+    assert plan.quantized == {"in_q8": ("in_s", "in_z"), "d_q8": ("d_s", "d_z")}
+    split = _exact(loaded, plan)
+    producer = {out: node for node in split.graph.node for out in node.output}
+    split_node = next(n for n in split.graph.node if n.op_type == "Split")
+    assert producer[split_node.input[0]].op_type == "DequantizeLinear"
+    assert {n.op_type for n in split.graph.node if set(n.input) & set(split_node.output)} == {"QuantizeLinear"}
+    assert [n.name for n in split.graph.node if n.input and n.input[0] in ("x", "d_q8")] == ["q_in", "dq_d"]
 
 
 COUPLED = {  # (model, axis asked for, reason)
@@ -203,3 +223,19 @@ def test_cli_bad_count_is_one_line_error(tmp_path, capsys):
     code, err = _cli(capsys, "fuse", str(MLP_CHAIN), "-o", str(tmp_path / "x.onnx"), "--micro-batches", "1")
     assert code == 1 and err.count("hexfuse: error:") == 1 and "--micro-batches must be between 2 and 64" in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(find_spec("onnxruntime_qnn") is None, reason="onnxruntime-qnn is not installed")
+def test_split_and_fused_qdq_chain_matches_the_original_on_qnn_htp(tmp_path, capsys):
+    source = builders.save(mm.qdq_token_mlp(), tmp_path / "chain.onnx")
+    code, err = _cli(capsys, "fuse", source, "-o", str(tmp_path / "fused.onnx"), "--micro-batches", "2", "--split", "always")
+    assert code == 0 and "split into 2" in err and " fused nodes" in err and " 0 fused nodes" not in err, err
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("qnn_compare.py")), source, str(tmp_path / "fused.onnx")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])[0]
+    assert row["max_abs"] == [0.0] and row["max_ref"][0] > 0, row
+    assert row["cpu_nodes"][0] == row["cpu_nodes"][1] == 2, row  # only the boundary Q and DQ leave HTP
+    assert row["qnn_nodes"][1] > row["qnn_nodes"][0] > 0, row

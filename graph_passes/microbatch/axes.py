@@ -59,7 +59,7 @@ _REDUCE = {
 _VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten"}
 _BATCH_ONLY = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
-    "GlobalLpPool", "InstanceNormalization", "GroupNormalization", "DepthToSpace", "SpaceToDepth", "Resize",
+    "GlobalLpPool", "InstanceNormalization", "GroupNormalization", "DepthToSpace", "SpaceToDepth",
 }
 
 
@@ -172,8 +172,11 @@ def _view(node: onnx.NodeProto, axis: int, flow: Dataflow) -> Step | str:
     shape = flow.constant_value(node.input[1])
     if shape is None:
         return f"{_label(node)} takes its shape at run time: the slice size cannot be written into it"
-    literal = int(np.ravel(shape)[position])
-    keeps_itself = literal == -1 or (literal == 0 and position == axis and not _attr(node, "allowzero", 0))
+    literals = [int(v) for v in np.ravel(shape)]
+    copies = not _attr(node, "allowzero", 0)  # 0 copies the input's length at that index
+    if copies and position != axis and axis < len(literals) and literals[axis] == 0:
+        return f"{_label(node)} copies the split axis's length into another axis (a 0 in its shape)"
+    keeps_itself = literals[position] == -1 or (literals[position] == 0 and copies and position == axis)
     return Step((position,), None if keeps_itself else (1, position))
 
 

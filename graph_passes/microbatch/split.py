@@ -84,6 +84,9 @@ def _plan_axis(flow: Dataflow, inputs: list[str], axis: int, count: int) -> Spli
         in_axes = [axes.get(name) if name else None for name in node.input]
         if all(a is None for a in in_axes) or index in held:
             continue
+        unknown = next((n for n in (*node.input, *node.output) if n and flow.shape(n) is None), None)
+        if unknown is not None:
+            return f"{node.op_type} {node.name!r}: tensor {unknown!r} has no static shape"
         step = propagate(node, in_axes, flow)
         if isinstance(step, str):
             return step

@@ -68,12 +68,6 @@ def views_and_tables(tokens: int = 12) -> onnx.ModelProto:
     return _model(nodes, [ids], [float_info("y", (1, 4, 2, tokens))], inits, opset=18)
 
 
-def single_op(op: str, shape=(1, 8, 16), **attrs) -> onnx.ModelProto:
-    """x -> op -> y, for refusals and single-rule checks."""
-    out = helper.make_node(op, ["x"], ["y"], name=op.lower(), **attrs)
-    return _model([out], [float_info("x", shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=18)
-
-
 def reduce_over_tokens(tokens: int = 8) -> onnx.ModelProto:
     nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="sum_tokens", keepdims=1)]
     return _model(nodes, [float_info("x", (1, tokens, 16))], [float_info("y", (1, 1, 16))], [_const("axes", [1])], opset=18)
@@ -155,3 +149,11 @@ def qdq_token_mlp(tokens: int = 16, hidden: int = 32) -> onnx.ModelProto:
     nodes.append(helper.make_node("MatMul", [r, weight("w2")], ["d"], name="down"))
     qdq("d", "d", 0.05, 128, out="y")
     return _model(nodes, [float_info("x", (1, tokens, hidden))], [float_info("y", (1, tokens, hidden))], inits, opset=18)
+
+
+def reshaped(shape: list[int], source=(1, 16, 64)) -> onnx.ModelProto:
+    """x -> Reshape(shape) -> Relu -> y, for the view rule (0 copies the input's length at its index)."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    out = np.empty(source).reshape([source[i] if v == 0 else v for i, v in enumerate(shape)]).shape
+    return _model(nodes, [float_info("x", source)], [float_info("y", out)], [_const("shape", shape)], opset=18)

@@ -82,6 +82,24 @@ def test_quantized_boundaries_split_and_join_uint8_rows_as_qdq_units(tmp_path):
     assert [n.name for n in split.graph.node if n.input and n.input[0] in ("x", "d_q8")] == ["q_in", "dq_d"]
 
 
+@pytest.mark.parametrize("shape, result", [
+    ([0, 0, 4, 16], "split"),  # 0 copies the (sliced) token length
+    ([1, -1, 64], "split"),  # -1 infers it
+    ([16, 64], "split"),  # the literal 16 becomes each slice's length
+    ([1, 16, 8, 8], "split"),
+    ([-1, 8, 8], "split"),
+    ([4, 4, 64], "Reshape 'reshape' folds the split axis away ([1, 16, 64] -> [4, 4, 64])"),
+    ([1, 1024], "Reshape 'reshape' folds the split axis away"),
+])
+def test_reshape_keeps_or_folds_the_token_axis(tmp_path, shape, result):
+    loaded, plan = _plan(mm.reshaped(shape), tmp_path, 2, axis=1)
+    if result == "split":
+        assert isinstance(plan, SplitPlan), plan
+        _exact(loaded, plan)
+    else:
+        assert isinstance(plan, str) and result in plan, plan
+
+
 COUPLED = {  # (model, axis asked for, reason)
     "reduce over tokens": (mm.reduce_over_tokens, 1, "ReduceSum 'sum_tokens' computes over the split axis"),
     "softmax over tokens": (mm.softmax_over_tokens, 1, "Softmax 'softmax_tokens' computes over the split axis"),

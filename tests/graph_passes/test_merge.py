@@ -100,6 +100,9 @@ def test_fused_merged_llama_pairs_matrix_of_one_request_with_vector_of_the_other
         if {"matrix", "vector"} <= set(requests) and requests["matrix"] != requests["vector"]:
             crossing.append(op)
     assert len(crossing) >= 5 and all(op.source == REQUEST for op in crossing)
+    (tmp_path / "fused.onnx").write_bytes(result.model_bytes)
+    again = fuse_model(tmp_path / "fused.onnx")  # idempotent: a fused model is written back unchanged
+    assert not again.changed and again.model_bytes == result.model_bytes
     fused = onnx.load_model_from_string(result.model_bytes)
     feeds, want = _separately(merged_llama.mapping, LLAMA, seed=9)
     got = _run(fused, feeds)

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -23,6 +23,7 @@ from hexfuse.graph_passes.names import NameScope
 from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
 from hexfuse.graph_passes.rewrite import rewrite_groups
 from hexfuse.graph_passes.select import Selection, select_groups
+from hexfuse.graph_passes.sources import Sources
 from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
 from hexfuse.graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
 
@@ -94,10 +95,12 @@ def analyze_model(path: str | Path, scorer: Scorer | None = None,
         selection = select_groups(analysis, find_candidates(analysis), scorer)
     fused_ops = []
     names = NameScope(prepared)  # the model may already use names like ours
+    sources = Sources(prepared, analysis)
     for number, group in enumerate(selection.groups):
         op_type = names.fresh(group_op_type(analysis, group.tasks, number))
         node_name = names.fresh(f"hexfuse/{op_type}")
-        fused_ops.append(fused_op_spec(analysis, group.tasks, op_type, node_name, group.verdict.gain))
+        op = fused_op_spec(analysis, group.tasks, op_type, node_name, group.verdict.gain)
+        fused_ops.append(replace(op, source=sources.kind(group.tasks)))
     timings["select"] = time.perf_counter() - mark
     return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
 

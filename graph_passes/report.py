@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from hexfuse.graph_passes.pipeline import AnalyzeResult
+from hexfuse.graph_passes.sources import Sources
 
 MAX_EXAMPLES = 12
 
@@ -38,10 +39,13 @@ def render_report(result: AnalyzeResult, title: str) -> str:
         lines.append("- the model already holds hexfuse fused nodes: nothing more is done")
     lines.append("")
     if result.fused_ops:
-        lines += ["## Fused groups", "", "| fused op | tasks (engine: first node, nodes) | predicted gain | why |", "|---|---|---|---|"]
+        sources = Sources(result.prepared, analysis)
+        lines += ["## Fused groups", "", "| fused op | source | tasks (engine: first node, nodes) | predicted gain | why |",
+                  "|---|---|---|---|---|"]
         for op, group in zip(result.fused_ops, result.selection.groups):
             tasks = "<br>".join(f"{t.engine}: `{t.nodes[0].name or t.nodes[0].op_type}`, {len(t.nodes)}" for t in op.tasks)
-            lines.append(f"| `{op.op_type}` | {tasks} | {group.verdict.gain:.3f} | {group.verdict.reason} |")
+            source = sources.describe(group.tasks)
+            lines.append(f"| `{op.op_type}` | {source} | {tasks} | {group.verdict.gain:.3f} | {group.verdict.reason} |")
         lines.append("")
     reasons = result.selection.reasons
     if reasons:

@@ -87,6 +87,7 @@ class FusedOp:
     tensors: tuple[TensorSpec, ...]  # every tensor inside the group (inputs, intermediates, outputs)
     rule: str = "horizontal"  # what made this fused node
     predicted_gain: float = 0.0  # fraction of the serial time the selection predicted to save
+    source: str = "branch"  # where its tasks came from: "branch" | "micro-batch" | "request" (graph_passes.sources)
 
     def tensor(self, name: str) -> TensorSpec:
         for tensor in self.tensors:
@@ -173,6 +174,7 @@ def _fused_op(raw: dict[str, Any]) -> FusedOp:
         raw["op_type"], raw["node_name"], tuple(_tensor(t) for t in raw["inputs"]),
         tuple(_tensor(t) for t in raw["outputs"]), tuple(_task(t) for t in raw["tasks"]),
         tuple(_tensor(t) for t in raw["tensors"]), raw["rule"], raw["predicted_gain"],
+        raw.get("source", "branch"),  # specs written before the field existed hold branch groups only
     )
 
 

@@ -36,7 +36,16 @@ def run_analyze(args: argparse.Namespace) -> int:
     from hexfuse import analyze_model
     from hexfuse.graph_passes.report import render_report
 
-    result = analyze_model(args.model, _scorer(args))
+    decision = None
+    if args.micro_batches:
+        from hexfuse import supported_op_types
+        from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched
+
+        result, decision = analyze_micro_batched(args.model, args.micro_batches, _scorer(args), supported_op_types(),
+                                                 args.split_axis, args.split == "always")
+        _say(f"micro-batches: {decision.reason}")
+    else:
+        result = analyze_model(args.model, _scorer(args))
     if args.json:
         summary = {
             "model": str(args.model),
@@ -44,14 +53,17 @@ def run_analyze(args: argparse.Namespace) -> int:
             "units_by_engine": result.analysis.engine_histogram(),
             "groups": [
                 {"op_type": op.op_type, "predicted_gain": op.predicted_gain,
+                 "source": op.source,
                  "tasks": [{"engine": t.engine, "nodes": [n.name for n in t.nodes]} for t in op.tasks]}
                 for op in result.fused_ops
             ],
             "not_fused": {result.analysis.task_label(result.analysis.tasks[t]): r for t, r in sorted(result.selection.reasons.items())},
         }
+        if decision is not None:
+            summary["micro_batches"] = {"split": decision.split, "reason": decision.reason}
         print(json.dumps(summary, indent=1))
     else:
-        print(render_report(result, f"analysis of {Path(args.model).name}"))
+        print(render_report(result, f"analysis of {Path(args.model).name}") + (decision.markdown() if decision else ""))
     return EXIT_OK
 
 
@@ -65,7 +77,16 @@ def run_fuse(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     scorer = _scorer(args)
     _say(f"fusing {args.model} for target {scorer.target.name}")
-    result = fuse_model(args.model, scorer)
+    decision = None
+    if args.micro_batches:
+        from hexfuse import supported_op_types
+        from hexfuse.graph_passes.microbatch.decide import fuse_micro_batched
+
+        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, supported_op_types(),
+                                              args.split_axis, args.split == "always")
+        _say(f"micro-batches: {decision.reason}")
+    else:
+        result = fuse_model(args.model, scorer)
     analyzed = result.analyzed
     if result.changed and not args.no_verify:
         _say("checking outputs against the original on ONNX Runtime (CPU EP); --no-verify skips this")
@@ -74,7 +95,7 @@ def run_fuse(args: argparse.Namespace) -> int:
             worst = max(bad, key=lambda d: d.max_rel)
             raise HexfuseError(f"fused model differs from the original on output {worst.name!r} (max rel error {worst.max_rel:.3g}); nothing written")
     out = Path(args.output)
-    report = render_report(analyzed, f"fusion of {Path(args.model).name}")
+    report = render_report(analyzed, f"fusion of {Path(args.model).name}") + (decision.markdown() if decision else "")
     if analyzed.fused_ops:
         report += "\n" + render_cost_markdown(analyzed.fused_ops, scorer)
     write_outputs(result, out, report)
@@ -111,12 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--min-overlap", type=float, default=0.0,
                          help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
         sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
+        sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
+                         help="also try N micro-batches along a row-independent axis; kept where predicted faster")
+        sub.add_argument("--split", choices=("auto", "always"), default="auto",
+                         help="with --micro-batches: auto = split only where predicted faster, always = wherever exact")
+        sub.add_argument("--split-axis", type=int, metavar="AXIS", help="with --micro-batches: split this input axis (default: first that works)")
 
     # Each room registers its own subcommands.
     from hexfuse.graph_passes.cost.cli import register as register_cost
+    from hexfuse.graph_passes.merge_cli import register as register_merge
     from hexfuse.op_package.cli import register as register_oppkg
     from hexfuse.tools.ab.cli import register as register_ab
 
+    register_merge(commands)
     register_cost(commands)
     register_oppkg(commands)
     register_ab(commands)

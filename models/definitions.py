@@ -114,9 +114,10 @@ LLAMA_HEAD_DIM = 16
 PAST = 15  # decode request: 15 cached positions + 1 new token
 
 
-def build_llama() -> Built:
+def _llama():
+    """The tiny Llama of every llama_* file: same seed, so the same weights in each of them."""
     torch = _torch()
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED + 2)
     cfg = LlamaConfig(
@@ -126,6 +127,14 @@ def build_llama() -> Built:
     )
     model = LlamaForCausalLM(cfg).eval()
     perturb_constant_params(model, SEED + 2)
+    return model
+
+
+def build_llama() -> Built:
+    torch = _torch()
+    from transformers import DynamicCache
+
+    model = _llama()
     L = LLAMA_LAYERS
 
     class PrefillDecode(torch.nn.Module):
@@ -164,6 +173,65 @@ def build_llama() -> Built:
     outputs += [f"prefill_present_{kv}_{i}" for i in range(L) for kv in ("key", "value")]
     outputs += [f"decode_present_{kv}_{i}" for i in range(L) for kv in ("key", "value")]
     return Built(PrefillDecode(model).eval(), inputs, outputs)
+
+
+def _past_inputs(prefix: str) -> dict[str, tuple[list[int], str, dict]]:
+    inputs = {}
+    for i in range(LLAMA_LAYERS):
+        for kv in ("key", "value"):
+            inputs[f"{prefix}past_{kv}_{i}"] = ([1, LLAMA_KV_HEADS, PAST, LLAMA_HEAD_DIM], "float32", {"kind": "randn"})
+    return inputs
+
+
+def _present_outputs() -> list[str]:
+    return ["logits"] + [f"present_{kv}_{i}" for i in range(LLAMA_LAYERS) for kv in ("key", "value")]
+
+
+def build_llama_prefill() -> Built:
+    """The prefill request of llama_prefill_decode alone (same weights), exported as its own graph."""
+    torch = _torch()
+    model = _llama()
+
+    class Prefill(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            out = self.m(input_ids=input_ids, use_cache=True)
+            cache = out.past_key_values.layers
+            return (out.logits, *(t for layer in cache for t in (layer.keys, layer.values)))
+
+    return Built(Prefill(model).eval(), {"input_ids": ([1, SEQ], "int64", ids_spec)}, _present_outputs())
+
+
+def build_llama_decode() -> Built:
+    """The decode request of llama_prefill_decode alone (same weights): 1 token over a 15-position cache."""
+    torch = _torch()
+    from transformers import DynamicCache
+
+    model = _llama()
+    L = LLAMA_LAYERS
+
+    class Decode(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, position_ids, *past):
+            cache = DynamicCache(config=self.m.config)
+            for i in range(L):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.m(input_ids=input_ids, position_ids=position_ids, past_key_values=cache, use_cache=True)
+            layers = out.past_key_values.layers
+            return (out.logits, *(t for layer in layers for t in (layer.keys, layer.values)))
+
+    inputs = {
+        "input_ids": ([1, 1], "int64", ids_spec),
+        "position_ids": ([1, 1], "int64", {"kind": "const", "value": PAST}),
+        **_past_inputs(""),
+    }
+    return Built(Decode(model).eval(), inputs, _present_outputs())
 
 
 def llama_requests() -> dict:
@@ -257,6 +325,25 @@ SPECS: list[Spec] = [
         "the prefill and decode requests share only weights (initializers): no node of one depends on the"
         " other's inputs (see 'requests'); inside each request Q/K/V projections are also independent",
         requests=llama_requests(),
+        qdq=True,
+    ),
+    Spec(
+        "llama_prefill.onnx", build_llama_prefill,
+        "LlamaForCausalLM (the llama_prefill_decode weights): the prefill request alone, 16 tokens, no cache",
+        "transformers LlamaForCausalLM, random init (seed of llama_prefill_decode), exported alone; merge it with"
+        " llama_decode.onnx by `hexfuse merge`",
+        True,
+        "inside the request, Q/K/V projections (and the gate/up MLP projections) read the same norm output",
+        qdq=True,
+    ),
+    Spec(
+        "llama_decode.onnx", build_llama_decode,
+        "LlamaForCausalLM (the llama_prefill_decode weights): the decode request alone, 1 token over a 15-position"
+        " KV cache",
+        "transformers LlamaForCausalLM, random init (seed of llama_prefill_decode), exported alone; merge it with"
+        " llama_prefill.onnx by `hexfuse merge`",
+        True,
+        "inside the request, Q/K/V projections (and the gate/up MLP projections) read the same norm output",
         qdq=True,
     ),
     Spec(

@@ -1,0 +1,49 @@
+"""Every fused group says where its tasks came from: branch, micro-batch or request (spec and report)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hexfuse import fuse_model
+from hexfuse.graph_passes.report import render_report
+from hexfuse.graph_passes.sources import BRANCH, REQUEST, SOURCES, Sources
+from hexfuse.graph_passes.spec import FusionSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "models"
+
+
+@pytest.fixture(scope="module")
+def llama_pair():
+    return fuse_model(MODELS / "llama_prefill_decode.onnx")
+
+
+def test_single_request_models_fuse_branches_only():
+    result = fuse_model(MODELS / "gptj_block.onnx")
+    assert result.spec.fused_ops and {op.source for op in result.spec.fused_ops} == {BRANCH}
+
+
+def test_requests_built_into_one_graph_are_found_without_metadata(llama_pair):
+    """No merge metadata: the prefill and decode cones share nothing but weights, so they are requests."""
+    analyzed = llama_pair.analyzed
+    sources = Sources(analyzed.prepared, analyzed.analysis)
+    kinds = [op.source for op in llama_pair.spec.fused_ops]
+    assert set(kinds) <= set(SOURCES) and REQUEST in kinds and BRANCH in kinds
+    for op, group in zip(analyzed.fused_ops, analyzed.selection.groups):
+        parts = {sources.task_part(task).request for task in group.tasks}
+        assert parts <= {"prefill_input_ids", "decode_input_ids"}
+        assert (op.source == REQUEST) == (len(parts) == 2), (op.op_type, parts)
+
+
+def test_report_and_spec_name_the_source(llama_pair, tmp_path):
+    report = render_report(llama_pair.analyzed, "x")
+    assert "| source |" in report and "| request: " in report and "| branch |" in report
+    text = llama_pair.spec.to_json()
+    assert FusionSpec.from_json(text) == llama_pair.spec
+    older = json.loads(text)
+    for op in older["fused_ops"]:
+        del op["source"]  # a spec written before the field existed
+    assert {op.source for op in FusionSpec.from_json(json.dumps(older)).fused_ops} == {BRANCH}

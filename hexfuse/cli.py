@@ -75,6 +75,9 @@ def run_fuse(args: argparse.Namespace) -> int:
             raise HexfuseError(f"fused model differs from the original on output {worst.name!r} (max rel error {worst.max_rel:.3g}); nothing written")
     out = Path(args.output)
     report = render_report(analyzed, f"fusion of {Path(args.model).name}")
+    if result.model_changes:
+        report += "\n## Written model\n\nBesides the fused nodes, a runtime sees these changes:\n\n"
+        report += "".join(f"- {line}\n" for line in result.model_changes)
     if analyzed.fused_ops:
         report += "\n" + render_cost_markdown(analyzed.fused_ops, scorer)
     write_outputs(result, out, report)

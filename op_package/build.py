@@ -39,16 +39,17 @@ def _run(cmd: list[str], cwd: Path) -> None:
         raise HexfuseError(f"host build failed in {cwd}: {' | '.join(first)}")
 
 
-def build_host(package_dir: str | os.PathLike[str]) -> Path:
-    """Compile DIR's portable sources + host C ABI into DIR/build/host/lib<Pkg>Host.so."""
-    root = Path(package_dir).resolve()
-    sources = sorted(p for p in (root / "src").rglob("*.cpp")
-                     if p.parent.name in ("runtime", "kernels", "fused", "host"))
-    if not sources:
-        raise HexfuseError(f"{root} holds no generated sources")
+def portable_sources(root: Path) -> list[Path]:
+    """Executor, kernels, generated plans and the host C ABI: what every host-side build links."""
+    return sorted(p for p in (root / "src").rglob("*.cpp") if p.parent.name in ("runtime", "kernels", "fused", "host"))
+
+
+def compile_objects(root: Path, sources: list[Path], extra_flags: tuple[str, ...] = ()) -> list[Path]:
+    """Compile ``sources`` (relative includes from ``root``) into cached objects, in parallel."""
     headers = "".join(p.read_text() for p in sorted((root / "include").rglob("*.h")))
     cxx = _compiler()
-    header_key = hashlib.sha256((headers + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()
+    flags = (*CXX_FLAGS, *extra_flags)
+    header_key = hashlib.sha256((headers + cxx + " ".join(flags)).encode()).hexdigest()
     cache = _cache_dir()
 
     def compile_one(src: Path) -> Path:
@@ -56,16 +57,28 @@ def build_host(package_dir: str | os.PathLike[str]) -> Path:
         obj = cache / f"{key}.o"
         if not obj.exists():
             tmp = cache / f"{key}.{os.getpid()}.tmp.o"
-            _run([cxx, *CXX_FLAGS, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
+            _run([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
             os.replace(tmp, obj)
         return obj
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        objects = list(pool.map(compile_one, sources))
-    package = next((root / "config").glob("*.xml")).stem
-    out = root / "build" / "host" / f"lib{package}Host.so"
+        return list(pool.map(compile_one, sources))
+
+
+def package_name(root: Path) -> str:
+    return next((root / "config").glob("*.xml")).stem
+
+
+def build_host(package_dir: str | os.PathLike[str]) -> Path:
+    """Compile DIR's portable sources + host C ABI into DIR/build/host/lib<Pkg>Host.so."""
+    root = Path(package_dir).resolve()
+    sources = portable_sources(root)
+    if not sources:
+        raise HexfuseError(f"{root} holds no generated sources")
+    objects = compile_objects(root, sources)
+    out = root / "build" / "host" / f"lib{package_name(root)}Host.so"
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run([cxx, "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
+    _run([_compiler(), "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
     return out
 
 

@@ -8,7 +8,8 @@ import onnx
 import pytest
 from ab_testmodels import make_fused, make_original
 
-from hexfuse.tools.ab import baselines, compare, engines, latency, models, presets, profile, timeline
+from hexfuse.graph_passes.cost import profile_rows
+from hexfuse.tools.ab import baselines, compare, latency, models, presets, profile, timeline
 
 CSV = """Msg Timestamp,Message,Time,Unit of Measurement,Timing Source,Event Level,Event Identifier
 0,FINALIZE,9645,US,BACKEND,ROOT,QNN (finalize) time
@@ -76,10 +77,10 @@ def test_compare_metrics():
 
 @pytest.mark.parametrize("op,eng", [("MatMul", "matrix"), ("Conv2d", "matrix"), ("FullyConnected", "matrix"),
                                     ("Softmax", "vector"), ("ElementWiseAdd", "vector"), ("LRN", "vector"),
-                                    ("Transpose", "dma"), ("Concat", "dma"), ("Input", "dma"),
-                                    ("HexFuse_g0", "fused"), ("Frobnicate", "other")])
+                                    ("PoolMax2d", "vector"), ("Transpose", "dma"), ("Concat", "dma"),
+                                    ("Input", "dma"), ("HexFuse_g0", "fused"), ("Frobnicate", "other")])
 def test_engine_classes(op, eng):
-    assert engines.classify(op) == eng
+    assert profile_rows.engine_of_op(op) == eng
 
 
 def test_timeline_finds_matrix_idle_while_ready():

@@ -84,6 +84,26 @@ def fuse_nodes(model: onnx.ModelProto, names: list[str], op_type: str = "HexFuse
     return model
 
 
+def fake_library(directory: Path, name: str, source: str) -> str:
+    """A shared library compiled from C ``source`` (for libraries that are the wrong kind on purpose)."""
+    import shutil
+    import subprocess
+
+    import pytest
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) to build a stand-in library")
+    src, lib = Path(directory) / f"{name}.c", Path(directory) / f"lib{name}.so"
+    src.write_text(source)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True)
+    return str(lib)
+
+
+# Exports the interface symbol the QNN EP looks up, then refuses: registration fails inside the EP.
+REFUSING_QNN_PACKAGE = "int HexFuseInterfaceProvider(void* interface) { (void)interface; return 1; }\n"
+HOST_BUILD = "int hexfuse_run(void) { return 0; }\nint hexfuse_num_ops(void) { return 0; }\n"
+
+
 def run_cli(argv: list[str]) -> int:
     from hexfuse.cli import main
     return main(argv)

@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cpu_package import CpuLibrary
 from .models import write_serial_variant
 from .presets import Preset
 from .qnn_session import op_packages_option
@@ -24,7 +25,7 @@ def _na(key: str, label: str, reason: str) -> dict:
 
 
 def plan(ep: str, original: str, fused: str, fused_types: list[str], workdir: Path,
-         preset: Preset | None, op_lib: str | None, pkg_name: str) -> Plan:
+         preset: Preset | None, op_lib: str | None, pkg_name: str, cpu_lib: CpuLibrary | None = None) -> Plan:
     p = Plan()
     threads = max(2, os.cpu_count() or 2)
     if ep == "cpu":
@@ -33,10 +34,19 @@ def plan(ep: str, original: str, fused: str, fused_types: list[str], workdir: Pa
                                 original, "original", "cpu", parallel=True))
         p.runs.append(RunConfig("fused_inlined", "fused (inlined by ORT; functional check, not baseline 3/4)",
                                 fused, "fused", "cpu"))
-        why = "CPU EP has no op package: ORT inlines the fused function into the original nodes"
-        p.unavailable += [_na("b3_fused_serial", "(3) fused, op package, internal serial", why),
-                          _na("b4_fused_concurrent", "(4) fused, op package, internal concurrent", why)]
         p.reference, p.primary_fused = "b1_original_seq", "fused_inlined"
+        if cpu_lib is not None and cpu_lib.path:
+            # Functions dropped: a fused node runs through the custom op or the session fails.
+            for key, serial, label in (("b3_fused_serial", 1, "(3) fused, host executor in ORT, internal serial "
+                                        "(serial=1)"), ("b4_fused_concurrent", 0, "(4) fused, host executor in "
+                                        "ORT, internal concurrent (serial=0)")):
+                variant = write_serial_variant(fused, serial, workdir / f"fused_cpu_serial{serial}.onnx", True)
+                p.runs.append(RunConfig(key, label, str(variant), "fused", "cpu", custom_ops_library=cpu_lib.path))
+            p.primary_fused = "b4_fused_concurrent"
+        else:
+            why = cpu_lib.note if cpu_lib is not None else "no custom-op library"
+            p.unavailable += [_na("b3_fused_serial", "(3) fused, host executor in ORT, internal serial", why),
+                              _na("b4_fused_concurrent", "(4) fused, host executor in ORT, internal concurrent", why)]
         return p
     assert preset is not None
     base = dict(preset.provider_options)
@@ -73,6 +83,7 @@ def gain_pairs(measured: set[str]) -> list[tuple[str, str, str]]:
              ("overlap_gain_3_to_4", "b3_fused_serial", "b4_fused_concurrent"),
              ("existing_concurrency_gain_1_to_2", "b1_original_seq", "b2_original_best"),
              ("fusion_vs_best_existing_2_to_4", "b2_original_best", "b4_fused_concurrent"),
+             ("fusion_vs_original_1_to_4", "b1_original_seq", "b4_fused_concurrent"),
              ("inlined_fused_vs_original_1", "b1_original_seq", "fused_inlined"),
              ("inlined_fused_vs_original_2", "b2_original_best", "fused_inlined")]
     return [x for x in pairs if x[1] in measured and x[2] in measured]

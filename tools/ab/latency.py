@@ -27,19 +27,26 @@ def time_interleaved(runners: dict[str, Callable[[], object]], iters: int, warmu
     """Run every config once per iteration, rotating the order so no config always goes first
     (caches, clocks and thermal drift then hit all configs alike, and iterations pair up)."""
     keys = list(runners)
+    start = time.perf_counter()
     for w in range(warmup):
         for k in keys:
             runners[k]()
-        progress(f"warmup {w + 1}/{warmup}")
+        progress(f"warmup {w + 1}/{warmup} ({len(keys)} sessions){_eta(start, w + 1, warmup)}")
     times = {k: np.empty(iters) for k in keys}
+    start = time.perf_counter()
     for i in range(iters):
         shift = i % len(keys)
         for k in keys[shift:] + keys[:shift]:
             t0 = time.perf_counter()
             runners[k]()
             times[k][i] = (time.perf_counter() - t0) * 1e3
-        progress(f"timing {i + 1}/{iters}")
+        progress(f"timing {i + 1}/{iters} ({len(keys)} sessions interleaved){_eta(start, i + 1, iters)}")
     return times
+
+
+def _eta(start: float, done: int, total: int) -> str:
+    left = (time.perf_counter() - start) / done * (total - done)
+    return f", about {left:.0f} s left" if left >= 1 else ""
 
 
 def stats(ms: np.ndarray) -> dict:

@@ -76,7 +76,9 @@ def _rows(path: str | Path) -> csv.DictReader:
 
 def simulator_evidence(path: str | Path) -> str | None:
     """Why the profile looks like the x86 HTP simulator's, or None when nothing says so."""
-    cycles, micros, hvx = [], [], []
+    pairs: list[float] = []  # cycles / microseconds of one run: the clock the profile implies, in MHz
+    hvx: list[float] = []
+    last_cycles = None
     for row in _rows(path):
         ident, unit = (row.get("Event Identifier") or "").strip(), (row.get("Unit of Measurement") or "").upper()
         try:
@@ -84,13 +86,13 @@ def simulator_evidence(path: str | Path) -> str | None:
         except ValueError:
             continue
         if ident == ACCEL_CYCLES:
-            cycles.append(value)
-        elif ident == ACCEL_TIME and unit == "US":
-            micros.append(value)
+            last_cycles = value
+        elif ident == ACCEL_TIME and unit == "US" and last_cycles is not None and value > 0:
+            pairs.append(last_cycles / value)  # the US row follows the cycles row of the same run
+            last_cycles = None
         elif ident == HVX_THREADS:
             hvx.append(value)
     reasons = []
-    pairs = [c / u for c, u in zip(cycles, micros) if u > 0]
     if pairs and statistics.median(pairs) < MIN_DEVICE_MHZ:
         reasons.append(f"implied HTP clock {statistics.median(pairs):.0f} MHz (accelerator cycles / microseconds), "
                        f"below any device's {MIN_DEVICE_MHZ} MHz")

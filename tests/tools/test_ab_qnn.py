@@ -14,11 +14,15 @@ from hexfuse.tools.ab.sessions import RunConfig
 pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 
 
-def test_qnn_sim_tiny_all_nodes_on_qnn(tiny_pair, tmp_path):
+def test_qnn_sim_tiny_all_nodes_on_qnn(tiny_pair, tmp_path, capsys):
     orig, fused = tiny_pair
     out = tmp_path / "q"
     assert run_cli(["ab", orig, fused, "--ep", "qnn", "--qnn-config", "htp_sim", "--iters", "6",
-                    "--warmup", "1", "--profile-runs", "2", "-q", "-o", str(out)]) == 0
+                    "--warmup", "1", "--profile-runs", "2", "-o", str(out)]) == 0
+    err = capsys.readouterr().err  # every slow QNN step says so on stderr
+    for step in ("creating session 1/2", "creating session 2/2", "first run of every session", "profiling 1/2",
+                 "profiling 2/2", "report written"):
+        assert f"hexfuse ab: {step}" in err, step
     rep = json.loads((out / "report.json").read_text())
     assert rep["ep"] == "qnn" and rep["simulator"] is True
     assert rep["equivalence"]["passed"]

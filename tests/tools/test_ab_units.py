@@ -153,3 +153,15 @@ def test_serial_variant_needs_fused_node(tmp_path):
     onnx.save(make_original(), str(o))
     with pytest.raises(Exception, match="no fused"):
         models.write_serial_variant(str(o), 1, Path(tmp_path / "x.onnx"))
+
+
+def test_progress_step_keeps_talking_during_a_slow_step(capsys):
+    import time
+    prog = latency.Progress(quiet=False)
+    with prog.step("creating session 1/1", force=True, every=0.05):
+        time.sleep(0.2)
+    err = capsys.readouterr().err
+    assert "hexfuse ab: creating session 1/1" in err and "hexfuse ab: still creating session 1/1 (0 s)" in err
+    with latency.Progress(quiet=True).step("silent", force=True, every=0.01):
+        time.sleep(0.05)
+    assert capsys.readouterr().err == ""

@@ -87,3 +87,14 @@ def gain_pairs(measured: set[str]) -> list[tuple[str, str, str]]:
              ("inlined_fused_vs_original_1", "b1_original_seq", "fused_inlined"),
              ("inlined_fused_vs_original_2", "b2_original_best", "fused_inlined")]
     return [x for x in pairs if x[1] in measured and x[2] in measured]
+
+
+_EXECUTOR_RUNS = {"b3_fused_serial", "b4_fused_concurrent"}
+
+
+def pair_note(ep: str, reference: str, candidate: str) -> str:
+    """What a speedup mixes besides fusion. On CPU, runs 3 and 4 use hexfuse's portable host kernels and
+    the others ONNX Runtime's own (MLAS): only 3 -> 4 compares like with like."""
+    if ep == "cpu" and (reference in _EXECUTOR_RUNS) != (candidate in _EXECUTOR_RUNS):
+        return "kernels differ: ONNX Runtime's vs hexfuse's portable host kernels (not only the entry merge)"
+    return ""

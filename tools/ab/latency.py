@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -20,6 +22,28 @@ class Progress:
             return
         self.last = now
         print(f"hexfuse ab: {msg}", file=sys.stderr, flush=True)
+
+    @contextmanager
+    def step(self, msg: str, force: bool = False, every: float = 15.0) -> Iterator[None]:
+        """Say ``msg``, then 'still ...' every ``every`` seconds until the block ends (QNN session creation
+        compiles the graph silently for a minute and more)."""
+        self(msg, force=force)
+        if self.quiet:
+            yield
+            return
+        stop, start = threading.Event(), time.monotonic()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                self(f"still {msg} ({time.monotonic() - start:.0f} s)", force=True)
+
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def time_interleaved(runners: dict[str, Callable[[], object]], iters: int, warmup: int,

@@ -74,10 +74,10 @@ def _open_sessions(pl: baselines.Plan, fused_count: dict[str, int], prog: latenc
     """Create every run's session and refuse any that does not run where it was asked to."""
     sessions, assign = {}, {}
     for i, cfg in enumerate(pl.runs, start=1):
-        # QNN sessions compile the graph (a minute and more in the simulator): always say so
-        prog(f"creating session {i}/{len(pl.runs)}: {cfg.label} on {cfg.ep}", force=cfg.ep == "qnn")
         start = time.perf_counter()
-        sessions[cfg.key] = make_session(cfg)
+        # QNN sessions compile the graph (a minute and more in the simulator): always say so
+        with prog.step(f"creating session {i}/{len(pl.runs)}: {cfg.label} on {cfg.ep}", force=cfg.ep == "qnn"):
+            sessions[cfg.key] = make_session(cfg)
         assign[cfg.key] = qnn_session.read_assignment(sessions[cfg.key])
         guards.check_providers(cfg, sessions[cfg.key].get_providers())
         if cfg.key.startswith(("b3", "b4")):  # first: it names the package when it took nothing
@@ -127,9 +127,9 @@ def run_ab(o: AbOptions) -> dict:
                             cpu_lib)
         sessions, assign = _open_sessions(pl, fused_count, prog)
         out_names = [x.name for x in sessions[pl.reference].get_outputs()]
-        prog("first run of every session (outputs compared against the original)", force=o.ep == "qnn")
         cfg_of = {cfg.key: cfg for cfg in pl.runs}
-        outs = {k: run_checked(cfg_of[k], s, out_names, feeds) for k, s in sessions.items()}
+        with prog.step("first run of every session (outputs compared against the original)", force=o.ep == "qnn"):
+            outs = {k: run_checked(cfg_of[k], s, out_names, feeds) for k, s in sessions.items()}
         equiv = {k: compare.compare_outputs(out_names, outs[pl.reference], outs[k], o.atol, o.rtol, o.min_cosine)
                  for k in sessions if k != pl.reference}
         runners = {k: (lambda s=s, c=cfg_of[k]: run_checked(c, s, out_names, feeds)) for k, s in sessions.items()}
@@ -139,14 +139,15 @@ def run_ab(o: AbOptions) -> dict:
         profiles, timelines = {}, {}
         level = preset.profiling_level if preset else "detailed"
         for i, cfg in enumerate(pl.runs, start=1):
-            prog(f"profiling {i}/{len(pl.runs)}: {cfg.key} ({o.profile_runs} runs)", force=o.ep == "qnn")
-            summary, rows = _profile_run(cfg, feeds, out_dir, o.profile_runs, level)
+            with prog.step(f"profiling {i}/{len(pl.runs)}: {cfg.key} ({o.profile_runs} runs)", force=o.ep == "qnn"):
+                summary, rows = _profile_run(cfg, feeds, out_dir, o.profile_runs, level)
             profiles[cfg.key] = summary
             model = orig_m if cfg.role == "original" else fused_m
             timelines[cfg.key] = timeline.build(rows, model, summary["unit"])
 
     measured = set(times)
-    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b)
+    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b,
+                           note=baselines.pair_note(o.ep, a, b))
                 for name, a, b in baselines.gain_pairs(measured)}
     base_rows = [{"key": c.key, "label": c.label, "available": True, "reason": None, "model": c.model_path,
                   "role": c.role, "ep": c.ep, "latency": latency.stats(times[c.key])} for c in pl.runs]

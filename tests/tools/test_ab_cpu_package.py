@@ -21,6 +21,7 @@ from hexfuse.op_package.ort_build import cached_ort_library, op_table_source
 from hexfuse.tools.ab import libkind
 from hexfuse.tools.ab.inputs import random_inputs
 from hexfuse.tools.ab.models import fused_nodes, graph_inputs, write_serial_variant
+from hexfuse.tools.ab.per_node import split_spec, write_split_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ["googlenet.onnx", "llama_prefill_decode.onnx"]
@@ -57,9 +58,14 @@ def test_custom_op_run_equals_the_original(fused, tmp_path, name):
     assert libkind.library_kind(lib).kind == libkind.ORT
     feeds = random_inputs(graph_inputs(onnx.load(original)), seed=3)
     want = _session(original).run(None, feeds)
-    for serial in (1, 0):
-        variant = write_serial_variant(model, serial, tmp_path / f"v{serial}.onnx", drop_functions=True)
-        got = _session(str(variant), lib).run(None, feeds)
+    spec = load_spec(str(Path(model).with_suffix(".hexfuse.json")))
+    split_lib = str(cached_ort_library(split_spec(spec)))
+    split_model, counts = write_split_model(model, spec, tmp_path / "per_node.onnx")
+    assert sum(counts.values()) == sum(len(t.nodes) for op in spec.fused_ops for t in op.tasks)
+    runs = [(write_serial_variant(model, serial, tmp_path / f"v{serial}.onnx", drop_functions=True), lib)
+            for serial in (1, 0)] + [(split_model, split_lib)]
+    for variant, library in runs:
+        got = _session(str(variant), library).run(None, feeds)
         for a, b in zip(want, got):
             np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
 
@@ -83,13 +89,16 @@ def test_ab_cpu_reports_four_measured_baselines(fused, tmp_path, name):
                     "-o", str(out)]) == 0
     rep = json.loads((out / "report.json").read_text())
     rows = {b["key"]: b for b in rep["baselines"]}
-    for key in ("b1_original_seq", "b2_original_best", "b3_fused_serial", "b4_fused_concurrent"):
+    for key in ("b1_original_seq", "b2_original_best", "b3_fused_serial", "b4_fused_concurrent",
+                "b1k_original_host_kernels"):
         assert rows[key]["available"] and rows[key]["latency"]["n"] == 8 and rows[key]["latency"]["median_ms"] > 0
-    for gain in ("entry_merge_gain_1_to_3", "overlap_gain_3_to_4"):
+    for gain in ("entry_merge_gain_1_to_3", "entry_merge_gain_same_kernels_1k_to_3", "overlap_gain_3_to_4"):
         sp = rep["speedups"][gain]
         assert sp["ci95"][0] <= sp["speedup"] <= sp["ci95"][1] and sp["n_boot"] > 0
     assert "kernels differ" in rep["speedups"]["entry_merge_gain_1_to_3"]["note"]
     assert rep["speedups"]["overlap_gain_3_to_4"]["note"] == ""
+    assert rep["speedups"]["entry_merge_gain_same_kernels_1k_to_3"]["note"] == ""  # like for like
+    assert rep["equivalence"]["runs"]["b1k_original_host_kernels"]["passed"]
     assert rep["headline"]["candidate"] == "b4_fused_concurrent"
     assert all(rep["equivalence"]["runs"][k]["passed"] for k in ("b3_fused_serial", "b4_fused_concurrent"))
     count = len(fused_nodes(onnx.load(model, load_external_data=False)))

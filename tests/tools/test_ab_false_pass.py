@@ -42,7 +42,7 @@ def test_cpu_fallback_of_the_fused_model_fails_in_one_line(conv_bn, tmp_path, ca
     assert err[-1].startswith("hexfuse: error: fused (inlined by ORT")
     assert "ran differently from the original on the qnn EP" in err[-1]
     assert "BatchNormalization x1" in err[-1] and "the original 0 nodes on CPU in 1" in err[-1]
-    assert not (tmp_path / "r" / "report.json").exists()  # no numbers for a run that ran elsewhere
+    assert not (tmp_path / "r").exists()  # no numbers for a run that ran elsewhere
 
 
 def test_good_pair_still_passes(conv_bn, tmp_path):

@@ -78,7 +78,10 @@ def summary_line(rep: dict) -> str:
     if h:
         msg += f"; {h['reference']} -> {h['candidate']}: {h['speedup']:.3f}x " \
                f"(95% CI {h['ci95'][0]:.3f}-{h['ci95'][1]:.3f})"
-    for label, name in (("entry merge 1->3", "entry_merge_gain_1_to_3"), ("overlap 3->4", "overlap_gain_3_to_4")):
+    merge = ("entry merge 1k->3 (same kernels)", "entry_merge_gain_same_kernels_1k_to_3")
+    if not _gain(rep, merge[1]):
+        merge = ("entry merge 1->3", "entry_merge_gain_1_to_3")
+    for label, name in (merge, ("overlap 3->4", "overlap_gain_3_to_4")):
         if _gain(rep, name):
             msg += f"; {label}: {_gain(rep, name)}"
     if rep["simulator"]:

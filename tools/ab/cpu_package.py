@@ -11,15 +11,19 @@ from pathlib import Path
 from typing import Callable
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec import FusionSpec, load_spec
 
 from .libkind import require_ort_library
+from .per_node import split_spec
 
 
 @dataclass(frozen=True)
 class CpuLibrary:
     path: str | None
     note: str  # where it came from, or why there is none
+    spec: FusionSpec | None = None
+    per_node_path: str | None = None  # the same ops split one node per entry (baseline 1k), see per_node.py
+    per_node_note: str = "needs the fusion spec beside the fused model"
 
 
 def spec_beside(fused: str) -> Path:
@@ -30,7 +34,8 @@ def resolve(fused: str, fused_types: list[str], given: str | None, package: str,
             say: Callable[[str], None]) -> CpuLibrary:
     if given:
         require_ort_library(given)
-        return CpuLibrary(given, "given with --op-package")
+        return CpuLibrary(given, "given with --op-package", per_node_note="--op-package given: the per-node "
+                          "library is built only from a spec, without --op-package")
     if not fused_types:
         return CpuLibrary(None, "the fused model has no fused (hexfuse) node")
     if not build:
@@ -49,5 +54,8 @@ def resolve(fused: str, fused_types: list[str], given: str | None, package: str,
     if described != sorted(fused_types):
         raise HexfuseError(f"{spec_file} describes fused op types {described[:3]}..., the fused model holds "
                            f"{sorted(fused_types)[:3]}...: regenerate both with `hexfuse fuse`")
-    say(f"building the CPU custom-op library from {spec_file.name} ({len(spec.fused_ops)} fused ops; cached)")
-    return CpuLibrary(str(cached_ort_library(spec, package)), f"built from {spec_file.name}")
+    say(f"building the CPU custom-op libraries from {spec_file.name} ({len(spec.fused_ops)} fused ops, and one op "
+        "per node for baseline 1k; cached)")
+    fused_lib = cached_ort_library(spec, package)
+    split_lib = cached_ort_library(split_spec(spec), package)
+    return CpuLibrary(str(fused_lib), f"built from {spec_file.name}", spec, str(split_lib), f"built from {spec_file.name}")

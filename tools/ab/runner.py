@@ -70,7 +70,7 @@ def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: s
     return summary, parsed["nodes"]
 
 
-def _open_sessions(pl: baselines.Plan, fused_count: dict[str, int], prog: latency.Progress) -> tuple[dict, dict]:
+def _open_sessions(pl: baselines.Plan, prog: latency.Progress) -> tuple[dict, dict]:
     """Create every run's session and refuse any that does not run where it was asked to."""
     sessions, assign = {}, {}
     for i, cfg in enumerate(pl.runs, start=1):
@@ -80,8 +80,8 @@ def _open_sessions(pl: baselines.Plan, fused_count: dict[str, int], prog: latenc
             sessions[cfg.key] = make_session(cfg)
         assign[cfg.key] = qnn_session.read_assignment(sessions[cfg.key])
         guards.check_providers(cfg, sessions[cfg.key].get_providers())
-        if cfg.key.startswith(("b3", "b4")):  # first: it names the package when it took nothing
-            guards.check_claims(cfg, assign[cfg.key], fused_count,
+        if cfg.claims:  # first: it names the package when it took nothing
+            guards.check_claims(cfg, assign[cfg.key], cfg.claims,
                                 qnn_session.QNN_EP if cfg.ep == "qnn" else guards.CPU_EP)
         if cfg.ep == "qnn":
             guards.check_ran_on_qnn(cfg, assign[cfg.key])
@@ -120,12 +120,11 @@ def run_ab(o: AbOptions) -> dict:
     lib, cpu_lib = _libraries(o, fused_types, prog)
     specs = models.graph_inputs(orig_m)
     feeds = load_npz(o.inputs, specs) if o.inputs else random_inputs(specs, o.seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="hexfuse_ab_") as work:
-        pl = baselines.plan(o.ep, o.original, o.fused, fused_types, Path(work), preset, lib, o.op_package_name,
+        pl = baselines.plan(o.ep, o.original, o.fused, fused_count, Path(work), preset, lib, o.op_package_name,
                             cpu_lib)
-        sessions, assign = _open_sessions(pl, fused_count, prog)
+        sessions, assign = _open_sessions(pl, prog)
         out_names = [x.name for x in sessions[pl.reference].get_outputs()]
         cfg_of = {cfg.key: cfg for cfg in pl.runs}
         with prog.step("first run of every session (outputs compared against the original)", force=o.ep == "qnn"):
@@ -136,6 +135,7 @@ def run_ab(o: AbOptions) -> dict:
         times = latency.time_interleaved(runners, o.iters, o.warmup, prog)
         del runners, sessions
         gc.collect()
+        out_dir.mkdir(parents=True, exist_ok=True)  # only once every run ran as asked
         profiles, timelines = {}, {}
         level = preset.profiling_level if preset else "detailed"
         for i, cfg in enumerate(pl.runs, start=1):

@@ -21,6 +21,7 @@ class RunConfig:
     provider_options: dict[str, str] = field(default_factory=dict)
     disable_cpu_fallback: bool = False
     custom_ops_library: str | None = None  # ORT custom-op library that runs the fused nodes (CPU b3/b4)
+    claims: dict[str, int] = field(default_factory=dict)  # op type -> nodes the package must run as themselves
 
 
 def _first_line(e: Exception) -> str:

@@ -84,6 +84,9 @@ def summary_line(rep: dict) -> str:
     for label, name in (merge, ("overlap 3->4", "overlap_gain_3_to_4")):
         if _gain(rep, name):
             msg += f"; {label}: {_gain(rep, name)}"
+    missing = next((b for b in rep["baselines"] if b["key"] == "b3_fused_serial" and not b["available"]), None)
+    if missing:
+        msg += f"; baselines 3/4 not measured: {missing['reason']}"
     if rep["simulator"]:
         msg += " [x86 HTP simulator: timing functional only]"
     return msg

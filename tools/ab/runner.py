@@ -92,7 +92,8 @@ def _open_sessions(pl: baselines.Plan, prog: latency.Progress) -> tuple[dict, di
     return sessions, assign
 
 
-def _libraries(o: AbOptions, fused_types: list[str], prog: latency.Progress) -> tuple[str | None, object]:
+def _libraries(o: AbOptions, fused_types: list[str],
+               prog: latency.Progress) -> tuple[str | None, cpu_package.CpuLibrary | None]:
     """(QNN op package, CPU custom-op library) after checking what kind of library --op-package names."""
     lib = qnn_session.check_op_package_lib(o.op_package)  # before any session exists
     if lib and not fused_types:

@@ -104,14 +104,16 @@ def written_changes(source: onnx.ModelProto, written: onnx.ModelProto, upgraded_
         out.append(f"default-domain opset {upgraded_from} -> {new}: the written model keeps the upgrade "
                    "(the fused functions hold the upgraded nodes)")
     if written.ir_version != source.ir_version:
-        out.append(f"IR version {source.ir_version} -> {written.ir_version} (model-local functions need IR {MIN_IR_VERSION})")
+        out.append(f"IR version {source.ir_version} -> {written.ir_version} "
+                   f"(model-local functions need IR {MIN_IR_VERSION})")
     dropped = len(source.graph.input) - len(written.graph.input)
     if dropped > 0:
         out.append(f"{dropped} initializers no longer listed in graph.input: they were constants under IR "
                    f"{source.ir_version} and stay constants (listed, IR >= {OVERRIDABLE_INITIALIZERS_IR} would make "
                    "them overridable inputs and stop constant folding)")
     if dq_copies:
-        out.append(f"{dq_copies} DequantizeLinear copies so every DequantizeLinear has one consumer (QNN EP requirement)")
+        out.append(f"{dq_copies} DequantizeLinear copies so every DequantizeLinear has one consumer "
+                   "(QNN EP requirement)")
     return tuple(out)
 
 

@@ -18,21 +18,21 @@ from hexfuse.graph_passes.errors import HexfuseError
 CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Werror")
 
 
-def _cache_dir() -> Path:
+def object_cache() -> Path:
     root = os.environ.get("HEXFUSE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hexfuse")
     path = Path(root) / "obj"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _compiler() -> str:
+def compiler() -> str:
     cxx = os.environ.get("CXX", "g++")
     if shutil.which(cxx) is None:
         raise HexfuseError(f"C++ compiler {cxx!r} not found (set CXX)")
     return cxx
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
+def run_tool(cmd: list[str], cwd: Path) -> None:
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0 or proc.stderr.strip():
         first = (proc.stderr or proc.stdout).strip().splitlines()[:12]
@@ -44,20 +44,20 @@ def portable_sources(root: Path) -> list[Path]:
     return sorted(p for p in (root / "src").rglob("*.cpp") if p.parent.name in ("runtime", "kernels", "fused", "host"))
 
 
-def compile_objects(root: Path, sources: list[Path], extra_flags: tuple[str, ...] = ()) -> list[Path]:
+def compile_objects(root: Path, sources: list[Path]) -> list[Path]:
     """Compile ``sources`` (relative includes from ``root``) into cached objects, in parallel."""
     headers = "".join(p.read_text() for p in sorted((root / "include").rglob("*.h")))
-    cxx = _compiler()
-    flags = (*CXX_FLAGS, *extra_flags)
+    cxx = compiler()
+    flags = CXX_FLAGS
     header_key = hashlib.sha256((headers + cxx + " ".join(flags)).encode()).hexdigest()
-    cache = _cache_dir()
+    cache = object_cache()
 
     def compile_one(src: Path) -> Path:
         key = hashlib.sha256((header_key + src.read_text()).encode()).hexdigest()[:32]
         obj = cache / f"{key}.o"
         if not obj.exists():
             tmp = cache / f"{key}.{os.getpid()}.tmp.o"
-            _run([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
+            run_tool([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
             os.replace(tmp, obj)
         return obj
 
@@ -78,7 +78,7 @@ def build_host(package_dir: str | os.PathLike[str]) -> Path:
     objects = compile_objects(root, sources)
     out = root / "build" / "host" / f"lib{package_name(root)}Host.so"
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run([_compiler(), "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
+    run_tool([compiler(), "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
     return out
 
 

@@ -67,7 +67,7 @@ def op_table_source(spec: FusionSpec) -> str:
 
 def _glue_object(root: Path, include: Path, table: Path) -> list[Path]:
     """ort_ops.cpp and the table, compiled against the ORT headers (cached by content)."""
-    cxx = build._compiler()
+    cxx = build.compiler()
     flags = [*build.CXX_FLAGS, "-Iinclude", "-Isrc/ort", "-isystem", str(include)]
     headers = "".join(p.read_text() for p in sorted((root / "include").rglob("*.h")))
     key_base = hashlib.sha256((headers + (root / "src/ort/ort_ops.h").read_text() + cxx + " ".join(flags)
@@ -75,10 +75,10 @@ def _glue_object(root: Path, include: Path, table: Path) -> list[Path]:
     objects = []
     for src in (root / GLUE, table):
         key = hashlib.sha256((key_base + src.read_text()).encode()).hexdigest()[:32]
-        obj = build._cache_dir() / f"ort_{key}.o"
+        obj = build.object_cache() / f"ort_{key}.o"
         if not obj.exists():
             tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
-            build._run([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
+            build.run_tool([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
             os.replace(tmp, obj)
         objects.append(obj)
     return objects
@@ -101,8 +101,9 @@ def build_ort(package_dir: str | os.PathLike[str], spec: FusionSpec) -> Path:
     exports.write_text(EXPORTS)
     out = out_dir / f"lib{build.package_name(root)}Ort.so"
     tmp = out.with_suffix(f".{os.getpid()}.tmp.so")
-    build._run([build._compiler(), "-shared", "-pthread", *map(str, objects), *map(str, _glue_object(root, include, table)),
-                f"-Wl,--version-script={exports}", "-o", str(tmp)], root)
+    glue = _glue_object(root, include, table)
+    build.run_tool([build.compiler(), "-shared", "-pthread", *map(str, objects), *map(str, glue),
+                    f"-Wl,--version-script={exports}", "-o", str(tmp)], root)
     os.replace(tmp, out)
     return out
 
@@ -111,7 +112,7 @@ def cached_ort_library(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> Path
     """The ORT library of ``spec``, rendered and built once per spec and hexfuse version (content hash)."""
     files = render_package(spec, package)
     key = hashlib.sha256(json.dumps(files, sort_keys=True).encode() + spec.to_json().encode()).hexdigest()[:24]
-    root = build._cache_dir().parent / "ort" / key
+    root = build.object_cache().parent / "ort" / key
     lib = root / "build" / "ort" / f"lib{package}Ort.so"
     if lib.is_file():
         return lib

@@ -118,9 +118,8 @@ def test_without_a_spec_baselines_3_and_4_say_why(tiny_pair, tmp_path):
 def test_op_table_source_escapes_names_and_lists_ports():
     from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
     x, y = TensorSpec("x", "float32", (2, 3)), TensorSpec("y", "int64", ())
-    op = FusedOp('HexFuse_0_"evil"\n', "n", (x,), (y,), (TaskSpec("t", "vector", (NodeSpec("a", "Relu", "", ("x",),
-                                                                                             ("y",)),), ("x",), ("y",)),),
-                 (x, y))
+    task = TaskSpec("t", "vector", (NodeSpec("a", "Relu", "", ("x",), ("y",)),), ("x",), ("y",))
+    op = FusedOp('HexFuse_0_"evil"\n', "n", (x,), (y,), (task,), (x, y))
     src = op_table_source(FusionSpec("m.onnx", "0" * 64, "sm8550", (op,)))
     assert '"HexFuse_0_\\"evil\\"\\n"' in src  # a C string literal, never the raw name
     assert "const int64_t in0_0[] = {2, 3};" in src and "{1, 2, in0_0}" in src  # float32 = 1, rank 2

@@ -133,7 +133,8 @@ def test_qnn_package_name_must_match(tiny_pair, tmp_path, capsys):
     orig, fused = tiny_pair
     lib = fake_library(tmp_path, "HexFuseRefusing", REFUSING_QNN_PACKAGE)
     assert _ab(orig, fused, "--ep", "qnn", "--op-package", lib, "--op-package-name", "Other", tmp_path=tmp_path) == 1
-    assert "exports HexFuseInterfaceProvider, not OtherInterfaceProvider: pass --op-package-name HexFuse" in _err(capsys)
+    msg = _err(capsys)
+    assert "exports HexFuseInterfaceProvider, not OtherInterfaceProvider: pass --op-package-name HexFuse" in msg
 
 
 @pytest.mark.parametrize("args,needle", [

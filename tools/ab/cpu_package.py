@@ -58,4 +58,5 @@ def resolve(fused: str, fused_types: list[str], given: str | None, package: str,
         "per node for baseline 1k; cached)")
     fused_lib = cached_ort_library(spec, package)
     split_lib = cached_ort_library(split_spec(spec), package)
-    return CpuLibrary(str(fused_lib), f"built from {spec_file.name}", spec, str(split_lib), f"built from {spec_file.name}")
+    note = f"built from {spec_file.name}"
+    return CpuLibrary(str(fused_lib), note, spec, str(split_lib), note)

@@ -1,7 +1,7 @@
 // ort_ops.cpp: the fused ops of one package as ONNX Runtime custom ops on the CPU EP (domain "hexfuse").
 //
-//   ORT session ── Compute(ctx) ──> FusedKernel ── Executor::run(plan, in, out, serial) ──> lanes (threads)
-//                                                                                 matrix | vector | dma
+//   ORT session ── Compute(ctx) ──> FusedKernel ── Executor::run(plan, in, out, serial) ──> lanes
+//                                                                          matrix | vector | dma threads
 //
 // Each fused node runs its generated plan on the host executor: one entry per fused node, real threads
 // per resource. The node's only attribute, int `serial`, is the barrier switch (1 = internal-serial,
@@ -13,6 +13,7 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -166,7 +167,8 @@ OrtStatus* build_ops() {
 
 }  // namespace
 
-extern "C" ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+extern "C" ORT_EXPORT OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
+                                                                 const OrtApiBase* api_base) {
     const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
     if (api == nullptr) return nullptr;  // the runtime is older than these headers: nothing we can report with
     Ort::InitApi(api);

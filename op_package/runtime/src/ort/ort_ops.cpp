@@ -160,7 +160,9 @@ OrtStatus* build_ops() {
             return error(ORT_FAIL, std::string("hexfuse: op table row ") + std::to_string(i) +
                                        " does not match the plan registry (mixed builds?)");
         }
-        ops().push_back(std::make_unique<FusedOp>(*op, *plan));
+        bool seen = false;  // a spec may list one op type for several fused nodes: register it once
+        for (const auto& known : ops()) seen = seen || std::strcmp(known->GetName(), op->op_type) == 0;
+        if (!seen) ops().push_back(std::make_unique<FusedOp>(*op, *plan));
     }
     return nullptr;
 }

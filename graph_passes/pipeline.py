@@ -21,7 +21,7 @@ from hexfuse.graph_passes.io import write_atomic
 from hexfuse.graph_passes.load import PROTOBUF_LIMIT, LoadedModel, load_model
 from hexfuse.graph_passes.names import NameScope
 from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
-from hexfuse.graph_passes.rewrite import rewrite_groups
+from hexfuse.graph_passes.rewrite import rewrite_groups, written_changes
 from hexfuse.graph_passes.select import Selection, select_groups
 from hexfuse.graph_passes.sources import Sources
 from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
@@ -49,6 +49,7 @@ class FuseResult:
     model_bytes: bytes  # what to write as the output model
     spec: FusionSpec
     changed: bool
+    model_changes: tuple[str, ...] = ()  # what else a runtime sees differently in the written model
 
 
 def spec_path(model_path: Path) -> Path:
@@ -139,7 +140,9 @@ def fuse_model(path: str | Path, scorer: Scorer | None = None,
         raise HexfuseError(f"internal error: the fused model fails onnx.checker: {exc}") from None
     analyzed.timings["rewrite"] = time.perf_counter() - mark
     spec = FusionSpec(loaded.path.name, loaded.sha256, target, tuple(analyzed.fused_ops))
-    return FuseResult(analyzed, fused.SerializeToString(), spec, changed=True)
+    changes = written_changes(loaded.model, fused, loaded.upgraded_from,
+                              len(analyzed.prepared.graph.node) - len(loaded.model.graph.node))
+    return FuseResult(analyzed, fused.SerializeToString(), spec, changed=True, model_changes=changes)
 
 
 def write_outputs(result: FuseResult, out: Path, report_text: str) -> None:

@@ -96,6 +96,9 @@ def run_fuse(args: argparse.Namespace) -> int:
             raise HexfuseError(f"fused model differs from the original on output {worst.name!r} (max rel error {worst.max_rel:.3g}); nothing written")
     out = Path(args.output)
     report = render_report(analyzed, f"fusion of {Path(args.model).name}") + (decision.markdown() if decision else "")
+    if result.model_changes:
+        report += "\n## Written model\n\nBesides the fused nodes, a runtime sees these changes:\n\n"
+        report += "".join(f"- {line}\n" for line in result.model_changes)
     if analyzed.fused_ops:
         report += "\n" + render_cost_markdown(analyzed.fused_ops, scorer)
     write_outputs(result, out, report)
@@ -111,9 +114,35 @@ def run_fuse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DESCRIPTION = """\
+Fuse independent matrix (HMX), vector (HVX) and DMA work of an ONNX model into single nodes for
+Qualcomm Hexagon NPUs, generate the QNN HTP op package that runs them, and measure whether it pays.
+
+  hexfuse analyze MODEL.onnx                  what could be fused, and why not
+  hexfuse fuse MODEL.onnx -o OUT.onnx         fused model + fusion spec + report (checked on ORT CPU)
+  hexfuse oppkg OUT.onnx -o DIR --build host  the op package's sources (and a host/ORT/HTP build)
+  hexfuse ab MODEL.onnx OUT.onnx --ep cpu     A/B: four baselines, equivalence, latency, engine timelines
+  hexfuse calibrate PROFILE.csv --model M.onnx --target sm8550 -o NEW.json   fit a cost target
+
+A fused node is a model-local ONNX function, so stock ONNX Runtime runs the fused model unchanged.
+"""
+
+EPILOG = """\
+exit codes: 0 success (also "nothing to fuse"), 1 an error printed as one line `hexfuse: error: ...`,
+2 bad command line. --debug (anywhere on the command line) adds the traceback."""
+
+
+def _pop_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """--debug may stand anywhere, also after the subcommand and its arguments (before a bare --)."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    head = [a for a in argv[:cut] if a != "--debug"]
+    return head + argv[cut:], len(head) < cut
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hexfuse", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser = argparse.ArgumentParser(prog="hexfuse", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback on errors (allowed anywhere)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     analyze = commands.add_parser("analyze", help="show what could be fused and why or why not")
@@ -153,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
+    args.debug = debug
     try:
         return args.func(args)
     except HexfuseError as exc:

@@ -19,54 +19,67 @@ from hexfuse.graph_passes.errors import HexfuseError
 CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Werror")
 
 
-def _cache_dir() -> Path:
+def object_cache() -> Path:
     root = os.environ.get("HEXFUSE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hexfuse")
     path = Path(root) / "obj"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _compiler() -> str:
+def compiler() -> str:
     cxx = os.environ.get("CXX", "g++")
     if shutil.which(cxx) is None:
         raise HexfuseError(f"C++ compiler {cxx!r} not found (set CXX)")
     return cxx
 
 
-def _run(cmd: list[str], cwd: Path) -> None:
+def run_tool(cmd: list[str], cwd: Path) -> None:
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0 or proc.stderr.strip():
         first = (proc.stderr or proc.stdout).strip().splitlines()[:12]
         raise HexfuseError(f"host build failed in {cwd}: {' | '.join(first)}")
 
 
-def build_host(package_dir: str | os.PathLike[str]) -> Path:
-    """Compile DIR's portable sources + host C ABI into DIR/build/host/lib<Pkg>Host.so."""
-    root = Path(package_dir).resolve()
-    sources = sorted(p for p in (root / "src").rglob("*.cpp")
-                     if p.parent.name in ("runtime", "kernels", "fused", "host"))
-    if not sources:
-        raise HexfuseError(f"{root} holds no generated sources")
+def portable_sources(root: Path) -> list[Path]:
+    """Executor, kernels, generated plans and the host C ABI: what every host-side build links."""
+    return sorted(p for p in (root / "src").rglob("*.cpp") if p.parent.name in ("runtime", "kernels", "fused", "host"))
+
+
+def compile_objects(root: Path, sources: list[Path]) -> list[Path]:
+    """Compile ``sources`` (relative includes from ``root``) into cached objects, in parallel."""
     headers = "".join(p.read_text() for p in sorted((root / "include").rglob("*.h")))
-    cxx = _compiler()
-    header_key = hashlib.sha256((headers + cxx + " ".join(CXX_FLAGS)).encode()).hexdigest()
-    cache = _cache_dir()
+    cxx = compiler()
+    flags = CXX_FLAGS
+    header_key = hashlib.sha256((headers + cxx + " ".join(flags)).encode()).hexdigest()
+    cache = object_cache()
 
     def compile_one(src: Path) -> Path:
         key = hashlib.sha256((header_key + src.read_text()).encode()).hexdigest()[:32]
         obj = cache / f"{key}.o"
         if not obj.exists():
             tmp = cache / f"{key}.{os.getpid()}.tmp.o"
-            _run([cxx, *CXX_FLAGS, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
+            run_tool([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
             os.replace(tmp, obj)
         return obj
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        objects = list(pool.map(compile_one, sources))
-    package = next((root / "config").glob("*.xml")).stem
-    out = root / "build" / "host" / f"lib{package}Host.so"
+        return list(pool.map(compile_one, sources))
+
+
+def package_name(root: Path) -> str:
+    return next((root / "config").glob("*.xml")).stem
+
+
+def build_host(package_dir: str | os.PathLike[str]) -> Path:
+    """Compile DIR's portable sources + host C ABI into DIR/build/host/lib<Pkg>Host.so."""
+    root = Path(package_dir).resolve()
+    sources = portable_sources(root)
+    if not sources:
+        raise HexfuseError(f"{root} holds no generated sources")
+    objects = compile_objects(root, sources)
+    out = root / "build" / "host" / f"lib{package_name(root)}Host.so"
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run([cxx, "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
+    run_tool([compiler(), "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
     return out
 
 

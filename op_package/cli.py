@@ -21,8 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.add_argument("model", help="fused ONNX model written by `hexfuse fuse` (its .hexfuse.json beside it)")
     sub.add_argument("-o", "--output", required=True, help="output directory (replaced atomically)")
     sub.add_argument("--package-name", default=DEFAULT_PACKAGE, help=f"package name (default {DEFAULT_PACKAGE})")
-    sub.add_argument("--build", choices=("host", "htp_x86", "none"), default="none",
-                     help="also build: host (g++, no SDK) or htp_x86 (needs QNN_SDK_ROOT)")
+    sub.add_argument("--build", choices=("host", "ort", "htp_x86", "none"), default="none",
+                     help="also build: host (g++, no SDK), ort (ONNX Runtime custom-op library for the CPU EP; needs "
+                     "ORT's C API headers) or htp_x86 (needs QNN_SDK_ROOT) (default none)")
     sub.set_defaults(func=run)
 
 
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     if args.build == "host":
         from hexfuse.op_package.build import build_host
         print(f"hexfuse: built {build_host(out)}", file=sys.stderr)
+    elif args.build == "ort":
+        from hexfuse.op_package.ort_build import build_ort
+        print(f"hexfuse: built {build_ort(out, spec)}", file=sys.stderr)
     elif args.build == "htp_x86":
         from hexfuse.op_package.build import build_htp_x86
         print(f"hexfuse: built {build_htp_x86(out)}", file=sys.stderr)

@@ -8,8 +8,13 @@ Profile CSV (onnxruntime-qnn, provider options profiling_level=detailed, profili
     0,NODE,7700,CYCLES,BACKEND,SUB-EVENT,relu0:OpId_26 (cycles)
 
 Node rows name the ONNX node (QNN may append ``_token_<n>``); rows of nodes QNN inserted itself
-(``Input``, ``Output``, layout ``Transpose_token_4``) match no model node and are skipped.  Per node
-the median over runs is used; cycles become ns with the target's clock.
+(``Input``, ``Output``, layout ``Transpose_token_4``) match no model node and are skipped. Rows are
+mapped to nodes and engines by ``profile_rows`` (shared with ``hexfuse ab``). Per node the median over
+runs is used; cycles become ns with the target's clock.
+
+A profile from the x86 HTP simulator (the onnxruntime-qnn wheel on a PC) says nothing about a device:
+``simulator_evidence`` recognises one (implied clock far below any Hexagon's, no HVX thread used) and
+``hexfuse calibrate`` refuses it unless told ``--allow-simulator``.
 
 Model: measured_n = dispatch_ns + alone_time(node with its class's main-engine time x f_class).
 alone_time is monotone in f, so each class's f solves sum_n log(pred_n(f) / measured_n) = 0 by
@@ -19,13 +24,14 @@ bisection in log space.  A class whose nodes are DMA-bound (f changes nothing) k
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import io
 import math
-import re
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from hexfuse.graph_passes.cost import profile_rows
 from hexfuse.graph_passes.cost.baselines import alone_plan
 from hexfuse.graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
 from hexfuse.graph_passes.cost.simulate import simulate
@@ -34,8 +40,9 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec
 
 HEADER = ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source", "Event Level", "Event Identifier"]
-_NODE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_\d+ \(cycles\)$")
-_TOKEN = re.compile(r"_token_\d+$")
+ACCEL_CYCLES, ACCEL_TIME, HVX_THREADS = "Accelerator (execute) time (cycles)", "Accelerator (execute) time", \
+    "Number of HVX threads used"
+MIN_DEVICE_MHZ = 400  # HTP clocks of phones and PCs run from ~500 MHz up; the x86 simulator implied ~150
 
 
 @dataclass(frozen=True)
@@ -53,10 +60,10 @@ class Fit:
     nodes_used: dict[str, int]  # op class -> matched nodes
     skipped: list[str]  # profile rows that match no model node
     residual: float  # median |log(pred/measured)| after the fit
+    rows_by_engine: dict[str, int] = field(default_factory=dict)  # profile rows per engine (profile_rows)
 
 
-def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
-    """(node name -> median cycles over runs, number of runs) from a QNN detailed profile CSV."""
+def _rows(path: str | Path) -> csv.DictReader:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -64,6 +71,39 @@ def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
     reader = csv.DictReader(io.StringIO(text))
     if reader.fieldnames is None or "Event Identifier" not in reader.fieldnames:
         raise HexfuseError(f"profile {path}: not a QNN profiling CSV (no 'Event Identifier' column)")
+    return reader
+
+
+def simulator_evidence(path: str | Path) -> str | None:
+    """Why the profile looks like the x86 HTP simulator's, or None when nothing says so."""
+    pairs: list[float] = []  # cycles / microseconds of one run: the clock the profile implies, in MHz
+    hvx: list[float] = []
+    last_cycles = None
+    for row in _rows(path):
+        ident, unit = (row.get("Event Identifier") or "").strip(), (row.get("Unit of Measurement") or "").upper()
+        try:
+            value = float(row.get("Time") or "nan")
+        except ValueError:
+            continue
+        if ident == ACCEL_CYCLES:
+            last_cycles = value
+        elif ident == ACCEL_TIME and unit == "US" and last_cycles is not None and value > 0:
+            pairs.append(last_cycles / value)  # the US row follows the cycles row of the same run
+            last_cycles = None
+        elif ident == HVX_THREADS:
+            hvx.append(value)
+    reasons = []
+    if pairs and statistics.median(pairs) < MIN_DEVICE_MHZ:
+        reasons.append(f"implied HTP clock {statistics.median(pairs):.0f} MHz (accelerator cycles / microseconds), "
+                       f"below any device's {MIN_DEVICE_MHZ} MHz")
+    if hvx and max(hvx) == 0:
+        reasons.append("'Number of HVX threads used' is 0 in every run")
+    return "; ".join(reasons) or None
+
+
+def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
+    """(node name -> median cycles over runs, number of runs) from a QNN detailed profile CSV."""
+    reader = _rows(path)
     runs = 0
     samples: dict[str, list[float]] = {}
     for row in reader:
@@ -73,11 +113,11 @@ def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
             continue
         if (row.get("Message") or "").strip() != "NODE" or (row.get("Unit of Measurement") or "").upper() != "CYCLES":
             continue
-        match = _NODE.match(ident)
-        if not match:
+        name = profile_rows.row_name(ident)
+        if name is None:
             continue
         try:
-            samples.setdefault(match.group("name").strip(), []).append(float(row["Time"]))
+            samples.setdefault(name, []).append(float(row["Time"]))
         except (TypeError, ValueError):
             raise HexfuseError(f"profile {path}: row {ident!r} has a non-numeric Time {row.get('Time')!r}") from None
     if not samples:
@@ -97,10 +137,6 @@ def model_nodes(path: str | Path) -> ModelNodes:
     tensors = tuple(tensor_spec(analysis, name) for name in names if flow.types.get(name) is not None)
     op = FusedOp("", "", (), (), (TaskSpec("model", "vector", tuple(specs), (), ()),), tensors)
     return ModelNodes({spec.name: spec for spec in specs if spec.name}, Storage(op))
-
-
-def _match(name: str, nodes: dict[str, NodeSpec]) -> NodeSpec | None:
-    return nodes.get(name) or nodes.get(_TOKEN.sub("", name))
 
 
 def node_ns(cost: OpCost, target: Target, factor: float) -> float:
@@ -140,7 +176,7 @@ def fit_profile(profile: str | Path, model: str | Path, base: Target) -> Fit:
     by_class: dict[str, tuple[list[OpCost], list[float]]] = {}
     skipped = []
     for name, value in cycles.items():
-        node = _match(name, nodes.nodes)
+        node = profile_rows.match_node(name, nodes.nodes)
         cost = units.get(node.name) if node is not None else None
         if cost is None or value <= 0:
             skipped.append(name)
@@ -160,7 +196,10 @@ def fit_profile(profile: str | Path, model: str | Path, base: Target) -> Fit:
     for cls, (costs, _) in by_class.items():
         sources[f"factors.{cls}"] = f"fitted from {Path(profile).name} ({len(costs)} nodes of {Path(model).name})"
     fitted = replace(base, factors=factors, sources=sources)
-    return Fit(fitted, factors, {c: len(v[0]) for c, v in by_class.items()}, skipped, statistics.median(residuals))
+    op_types = {name: (node.op_type, node.domain) for name, node in nodes.nodes.items()}
+    engines = Counter(profile_rows.row_engine(name, op_types)[1] for name in cycles)
+    return Fit(fitted, factors, {c: len(v[0]) for c, v in by_class.items()}, skipped, statistics.median(residuals),
+               dict(sorted(engines.items())))
 
 
 def synthesize_profile(model: str | Path, target: Target, runs: int = 3) -> str:

@@ -16,6 +16,7 @@ from hexfuse.graph_passes.cost.baselines import Baselines
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
+from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.io import write_atomic
 from hexfuse.graph_passes.spec import FusedOp
 
@@ -72,20 +73,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"base target: one of {', '.join(list_targets())} or a JSON path (default sm8550)")
     parser.add_argument("-o", "--output", required=True, help="the calibrated target JSON to write")
     parser.add_argument("--name", help="name of the new target (default: output file stem)")
+    parser.add_argument("--allow-simulator", action="store_true",
+                        help="fit even a profile from the x86 HTP simulator (its cycles say nothing about a device; "
+                        "for testing the tool only)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.cost.calibrate import fit_profile
+    from hexfuse.graph_passes.cost.calibrate import fit_profile, simulator_evidence
 
     base = load_target(args.target)
+    simulated = simulator_evidence(args.profile)
+    if simulated and not args.allow_simulator:
+        raise HexfuseError(f"{args.profile} comes from the HTP simulator ({simulated}): simulator cycles say nothing "
+                           "about a device, so no device figures are fitted from it (--allow-simulator to fit anyway)")
+    if simulated:
+        print(f"hexfuse: warning: {args.profile} comes from the HTP simulator ({simulated}); the fitted target "
+              "describes the simulator, not a device", file=sys.stderr)
     fit = fit_profile(args.profile, args.model, base)
     out = Path(args.output)
     name = args.name or out.stem
-    fitted = fit.target.with_values(name=name, description=f"{base.description}; calibrated from {Path(args.profile).name}")
+    source = f"{'SIMULATOR profile ' if simulated else ''}{Path(args.profile).name}"
+    fitted = fit.target.with_values(name=name, description=f"{base.description}; calibrated from {source}")
     write_atomic(out, (json.dumps(target_to_dict(fitted), indent=1) + "\n").encode())
     load_target(out)  # what we wrote must load
     classes = ", ".join(f"{c} x{fit.factors[c]:.3g} ({n} nodes)" for c, n in sorted(fit.nodes_used.items()))
+    engines = ", ".join(f"{engine} {count}" for engine, count in fit.rows_by_engine.items())
     print(f"hexfuse: calibrated {name}: {classes}; median |log error| {fit.residual:.3f}; "
-          f"{len(fit.skipped)} profile rows matched no model node; wrote {out}", file=sys.stderr)
+          f"{len(fit.skipped)} profile rows matched no model node; rows by engine: {engines}; wrote {out}",
+          file=sys.stderr)
     return 0

@@ -57,6 +57,42 @@ def make_fused(serial: int = 0) -> onnx.ModelProto:
     return m
 
 
+def make_conv_bn_ir3() -> onnx.ModelProto:
+    """Two conv branches (one with BatchNormalization) in the IR 3 style of the Model Zoo light models:
+    opset 9, every initializer also listed as a graph input (under IR 3 that still means 'constant')."""
+    rng = np.random.default_rng(0)
+
+    def w(name: str, shape: tuple[int, ...], offset: float = 0.0) -> onnx.TensorProto:
+        return nh.from_array((rng.standard_normal(shape) * 0.1 + offset).astype(np.float32), name)
+
+    inits = [w("w1", (8, 3, 3, 3)), w("b1", (8,)), w("s1", (8,), 1.0), w("o1", (8,)), w("m1", (8,)),
+             w("v1", (8,), 1.0), w("w2", (8, 3, 1, 1)), w("b2", (8,))]
+    nodes = [h.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             h.make_node("BatchNormalization", ["c1", "s1", "o1", "m1", "v1"], ["n1"], name="bn1"),
+             h.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+             h.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("Conv", ["p", "w2", "b2"], ["c2"], name="conv2"),
+             h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             h.make_node("Concat", ["r1", "r2"], ["y"], name="cat", axis=1)]
+    ins = [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])]
+    ins += [h.make_tensor_value_info(i.name, T.FLOAT, list(i.dims)) for i in inits]
+    g = h.make_graph(nodes, "conv_bn", ins, [h.make_tensor_value_info("y", T.FLOAT, [1, 16, 16, 16])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 9)])
+    m.ir_version = 3
+    return m
+
+
+def list_initializers_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """What the rewrite wrote before it kept constants constant: IR 8 and every initializer an input
+    (overridable from IR 4 on, so no constant folding and, on the QNN EP, CPU fallback)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    known = {i.name for i in out.graph.input}
+    out.graph.input.extend(h.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                           for t in out.graph.initializer if t.name not in known)
+    return out
+
+
 def fuse_nodes(model: onnx.ModelProto, names: list[str], op_type: str = "HexFuse_t0") -> onnx.ModelProto:
     """Wrap the named (mutually independent) top-level nodes in one hexfuse function node."""
     model = onnx.shape_inference.infer_shapes(model)
@@ -82,6 +118,26 @@ def fuse_nodes(model: onnx.ModelProto, names: list[str], op_type: str = "HexFuse
     model.functions.append(fn)
     model.opset_import.append(h.make_opsetid("hexfuse", 1))
     return model
+
+
+def fake_library(directory: Path, name: str, source: str) -> str:
+    """A shared library compiled from C ``source`` (for libraries that are the wrong kind on purpose)."""
+    import shutil
+    import subprocess
+
+    import pytest
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc/gcc) to build a stand-in library")
+    src, lib = Path(directory) / f"{name}.c", Path(directory) / f"lib{name}.so"
+    src.write_text(source)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True)
+    return str(lib)
+
+
+# Exports the interface symbol the QNN EP looks up, then refuses: registration fails inside the EP.
+REFUSING_QNN_PACKAGE = "int HexFuseInterfaceProvider(void* interface) { (void)interface; return 1; }\n"
+HOST_BUILD = "int hexfuse_run(void) { return 0; }\nint hexfuse_num_ops(void) { return 0; }\n"
 
 
 def run_cli(argv: list[str]) -> int:

@@ -49,3 +49,9 @@ def test_ab_on_qnn_htp_simulator_for_bundled_qdq_models(tmp_path, name):
         cpu_nodes = [n for n in run["nodes"] if n["ep"] == "CPUExecutionProvider"]
         assert per_ep["QNNExecutionProvider"] > 50
         assert all(n["op_type"] in ("QuantizeLinear", "DequantizeLinear") for n in cpu_nodes), cpu_nodes
+    if name == "googlenet_qdq.onnx":  # QDQ-renamed rows (_token_N) map back to their nodes' engines
+        for key, run in report["engines"].items():
+            engines = {engine: row["ops"] for engine, row in run["per_engine"].items()}
+            assert engines.get("other", 0) == 0, (key, engines)
+            # 13 convs + the linear layer on HMX; 4 max pools + the mean on HVX
+            assert engines["matrix"] >= 14 and engines["vector"] >= 5, (key, engines)

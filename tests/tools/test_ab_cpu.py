@@ -23,7 +23,7 @@ def test_cpu_tiny_report_has_all_fields(tiny_pair, tmp_path, capsys):
     assert rep["models"]["fused_op_types"] == ["HexFuse_g0"]
     by_key = {b["key"]: b for b in rep["baselines"]}
     assert by_key["b1_original_seq"]["available"] and by_key["b2_original_best"]["available"]
-    assert not by_key["b3_fused_serial"]["available"] and "op package" in by_key["b3_fused_serial"]["reason"]
+    assert not by_key["b3_fused_serial"]["available"] and "no fusion spec" in by_key["b3_fused_serial"]["reason"]
     assert by_key["fused_inlined"]["label"].startswith("fused (inlined by ORT")
     for key in ("b1_original_seq", "b2_original_best", "fused_inlined"):
         lat = by_key[key]["latency"]

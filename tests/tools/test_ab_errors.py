@@ -6,7 +6,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from ab_testmodels import make_original, run_cli
+from ab_testmodels import HOST_BUILD, REFUSING_QNN_PACKAGE, fake_library, make_original, run_cli
 
 from hexfuse.tools.ab import qnn_session
 
@@ -110,12 +110,56 @@ def test_op_package_not_a_library(tiny_pair, tmp_path, capsys):
     assert "not a shared library" in _err(capsys)
 
 
-def test_op_package_needs_qnn(tiny_pair, tmp_path, capsys):
+def test_truncated_elf_op_package(tiny_pair, tmp_path, capsys):
     orig, fused = tiny_pair
     lib = tmp_path / "libHexFuse.so"
     lib.write_bytes(b"\x7fELF" + b"\0" * 60)
     assert _ab(orig, fused, "--op-package", str(lib), tmp_path=tmp_path) == 1
-    assert "--op-package needs --ep qnn" in _err(capsys)
+    assert "is not an ELF shared library" in _err(capsys)
+
+
+@pytest.mark.parametrize("ep,needle", [
+    ("cpu", "is a hexfuse host build (exports hexfuse_run), not an ONNX Runtime custom-op library"),
+    ("qnn", "is a hexfuse host build (exports hexfuse_run, no HexFuseInterfaceProvider), not a QNN HTP op package"),
+])
+def test_host_build_as_op_package_says_what_it_is(tiny_pair, tmp_path, capsys, ep, needle):
+    orig, fused = tiny_pair
+    lib = fake_library(tmp_path, "HexFuseHost", HOST_BUILD)
+    assert _ab(orig, fused, "--ep", ep, "--op-package", lib, tmp_path=tmp_path) == 1
+    assert needle in _err(capsys) and not (tmp_path / "r").exists()
+
+
+def test_qnn_package_name_must_match(tiny_pair, tmp_path, capsys):
+    orig, fused = tiny_pair
+    lib = fake_library(tmp_path, "HexFuseRefusing", REFUSING_QNN_PACKAGE)
+    assert _ab(orig, fused, "--ep", "qnn", "--op-package", lib, "--op-package-name", "Other", tmp_path=tmp_path) == 1
+    msg = _err(capsys)
+    assert "exports HexFuseInterfaceProvider, not OtherInterfaceProvider: pass --op-package-name HexFuse" in msg
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--seed", "-1"], "--seed must be in [0,"),
+    (["--iters", str(10**23)], "--iters must be in [2, 1000000]"),
+    (["--iters", "1"], "--iters must be in [2,"),
+    (["--warmup", "-3"], "--warmup must be in [0,"),
+    (["--profile-runs", "0"], "--profile-runs must be in [1,"),
+    (["--atol", "-0.001"], "--atol must be a finite number >= 0"),
+    (["--rtol", "nan"], "--rtol must be a finite number >= 0"),
+    (["--min-cosine", "1.5"], "--min-cosine must be in [-1, 1]"),
+    (["--qnn-config", "htp_sim"], "--qnn-config needs --ep qnn"),
+])
+def test_bad_arguments_are_one_line_errors(tiny_pair, tmp_path, capsys, args, needle):
+    orig, fused = tiny_pair
+    assert run_cli(["ab", orig, fused, "-q", "-o", str(tmp_path / "r"), *args]) == 1
+    assert needle in _err(capsys) and not (tmp_path / "r").exists()
+
+
+def test_report_dir_that_is_a_file(tiny_pair, tmp_path, capsys):
+    orig, fused = tiny_pair
+    taken = tmp_path / "taken"
+    taken.write_text("keep me")
+    assert run_cli(["ab", orig, fused, "-q", "-o", str(taken)]) == 1
+    assert "exists and is not a directory" in _err(capsys) and taken.read_text() == "keep me"
 
 
 def test_qnn_requested_but_absent(tiny_pair, tmp_path, capsys, monkeypatch):

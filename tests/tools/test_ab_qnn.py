@@ -2,23 +2,27 @@
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
-from ab_testmodels import run_cli
+from ab_testmodels import REFUSING_QNN_PACKAGE, fake_library, run_cli
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.tools.ab import guards
 from hexfuse.tools.ab import qnn_session as qs
+from hexfuse.tools.ab.sessions import RunConfig
 
 pytest.importorskip("onnxruntime_qnn", reason="onnxruntime-qnn (test extra) is not installed")
 
 
-def test_qnn_sim_tiny_all_nodes_on_qnn(tiny_pair, tmp_path):
+def test_qnn_sim_tiny_all_nodes_on_qnn(tiny_pair, tmp_path, capsys):
     orig, fused = tiny_pair
     out = tmp_path / "q"
     assert run_cli(["ab", orig, fused, "--ep", "qnn", "--qnn-config", "htp_sim", "--iters", "6",
-                    "--warmup", "1", "--profile-runs", "2", "-q", "-o", str(out)]) == 0
+                    "--warmup", "1", "--profile-runs", "2", "-o", str(out)]) == 0
+    err = capsys.readouterr().err  # every slow QNN step says so on stderr
+    for step in ("creating session 1/2", "creating session 2/2", "first run of every session", "profiling 1/2",
+                 "profiling 2/2", "report written"):
+        assert f"hexfuse ab: {step}" in err, step
     rep = json.loads((out / "report.json").read_text())
     assert rep["ep"] == "qnn" and rep["simulator"] is True
     assert rep["equivalence"]["passed"]
@@ -53,21 +57,11 @@ def test_qnn_device_preset_options_accepted_by_simulator(tiny_pair, tmp_path):
     assert all(a["all_on_qnn"] for a in rep["assignment"].values())
 
 
-def _fake_package(tmp_path: Path) -> str:
-    """An ELF shared library that is not a QNN op package."""
-    import ctypes.util
-    src = ctypes.util.find_library("m")
-    cands = [Path("/lib/x86_64-linux-gnu") / (src or "libm.so.6"), Path("/usr/lib/x86_64-linux-gnu/libm.so.6")]
-    lib = next(p for p in cands if p.is_file())
-    dst = tmp_path / "libHexFuseFake.so"
-    shutil.copy(lib, dst)
-    return str(dst)
-
-
-def test_unregistrable_op_package_is_a_failure(tiny_pair, tmp_path, capsys):
+def test_refusing_op_package_is_a_failure(tiny_pair, tmp_path, capsys):
     """The EP logs the failed registration and quietly runs everything on CPU: must not pass."""
     orig, fused = tiny_pair
-    rc = run_cli(["ab", orig, fused, "--ep", "qnn", "--op-package", _fake_package(tmp_path), "--iters", "2",
+    lib = fake_library(tmp_path, "HexFuseRefusing", REFUSING_QNN_PACKAGE)
+    rc = run_cli(["ab", orig, fused, "--ep", "qnn", "--op-package", lib, "--iters", "2",
                   "--warmup", "0", "-q", "-o", str(tmp_path / "r")])
     assert rc == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -76,15 +70,19 @@ def test_unregistrable_op_package_is_a_failure(tiny_pair, tmp_path, capsys):
     assert not (tmp_path / "r" / "report.json").exists()
 
 
-def test_unregistrable_op_package_with_fallback_disabled(tiny_pair, tmp_path, capsys):
+def test_refusing_op_package_with_fallback_disabled(tiny_pair, tmp_path, capsys):
     orig, fused = tiny_pair
     cfg = tmp_path / "strict.json"
     cfg.write_text(json.dumps({"provider_options": {"backend_type": "htp"}, "disable_cpu_ep_fallback": True}))
-    rc = run_cli(["ab", orig, fused, "--ep", "qnn", "--qnn-config", str(cfg), "--op-package",
-                  _fake_package(tmp_path), "--iters", "2", "--warmup", "0", "-q", "-o", str(tmp_path / "r")])
+    lib = fake_library(tmp_path, "HexFuseRefusing", REFUSING_QNN_PACKAGE)
+    rc = run_cli(["ab", orig, fused, "--ep", "qnn", "--qnn-config", str(cfg), "--op-package", lib,
+                  "--iters", "2", "--warmup", "0", "-q", "-o", str(tmp_path / "r")])
     assert rc == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("hexfuse: error: cannot create qnn session") and "fallback" in last
+
+
+CFG = RunConfig("b4_fused_concurrent", "(4) fused", "f.onnx", "fused", "qnn")
 
 
 def test_unclaimed_fused_node_detected():
@@ -92,16 +90,16 @@ def test_unclaimed_fused_node_detected():
     inlined = qs.Assignment([{"ep": qs.QNN_EP, "name": n, "op_type": t, "domain": "", "subgraph": 0}
                              for n, t in [("a", "MatMul"), ("b", "Softmax"), ("c", "Relu")]])
     with pytest.raises(HexfuseError, match=r"did not claim fused op\(s\) \['HexFuse_g0'\]"):
-        qs.check_claimed(inlined, {"HexFuse_g0": 1}, "f.onnx")
+        guards.check_claims(CFG, inlined, {"HexFuse_g0": 1}, qs.QNN_EP)
     on_cpu = qs.Assignment([{"ep": "CPUExecutionProvider", "name": "g", "op_type": "HexFuse_g0",
                              "domain": "hexfuse", "subgraph": 0}])
     with pytest.raises(HexfuseError, match="did not claim"):
-        qs.check_claimed(on_cpu, {"HexFuse_g0": 1}, "f.onnx")
+        guards.check_claims(CFG, on_cpu, {"HexFuse_g0": 1}, qs.QNN_EP)
     claimed = qs.Assignment([{"ep": qs.QNN_EP, "name": "g", "op_type": "HexFuse_g0", "domain": "hexfuse",
                               "subgraph": 0}])
-    qs.check_claimed(claimed, {"HexFuse_g0": 1}, "f.onnx")
+    guards.check_claims(CFG, claimed, {"HexFuse_g0": 1}, qs.QNN_EP)
     with pytest.raises(HexfuseError, match="did not claim"):
-        qs.check_claimed(claimed, {"HexFuse_g0": 2}, "f.onnx")  # one of two nodes left unclaimed
+        guards.check_claims(CFG, claimed, {"HexFuse_g0": 2}, qs.QNN_EP)  # one of two nodes left unclaimed
 
 
 def test_op_packages_option_one_entry_per_type():

@@ -8,7 +8,8 @@ import onnx
 import pytest
 from ab_testmodels import make_fused, make_original
 
-from hexfuse.tools.ab import baselines, compare, engines, latency, models, presets, profile, timeline
+from hexfuse.graph_passes.cost import profile_rows
+from hexfuse.tools.ab import baselines, compare, latency, models, presets, profile, timeline
 
 CSV = """Msg Timestamp,Message,Time,Unit of Measurement,Timing Source,Event Level,Event Identifier
 0,FINALIZE,9645,US,BACKEND,ROOT,QNN (finalize) time
@@ -76,10 +77,10 @@ def test_compare_metrics():
 
 @pytest.mark.parametrize("op,eng", [("MatMul", "matrix"), ("Conv2d", "matrix"), ("FullyConnected", "matrix"),
                                     ("Softmax", "vector"), ("ElementWiseAdd", "vector"), ("LRN", "vector"),
-                                    ("Transpose", "dma"), ("Concat", "dma"), ("Input", "dma"),
-                                    ("HexFuse_g0", "fused"), ("Frobnicate", "other")])
+                                    ("PoolMax2d", "vector"), ("Transpose", "dma"), ("Concat", "dma"),
+                                    ("Input", "dma"), ("HexFuse_g0", "fused"), ("Frobnicate", "other")])
 def test_engine_classes(op, eng):
-    assert engines.classify(op) == eng
+    assert profile_rows.engine_of_op(op) == eng
 
 
 def test_timeline_finds_matrix_idle_while_ready():
@@ -152,3 +153,15 @@ def test_serial_variant_needs_fused_node(tmp_path):
     onnx.save(make_original(), str(o))
     with pytest.raises(Exception, match="no fused"):
         models.write_serial_variant(str(o), 1, Path(tmp_path / "x.onnx"))
+
+
+def test_progress_step_keeps_talking_during_a_slow_step(capsys):
+    import time
+    prog = latency.Progress(quiet=False)
+    with prog.step("creating session 1/1", force=True, every=0.05):
+        time.sleep(0.2)
+    err = capsys.readouterr().err
+    assert "hexfuse ab: creating session 1/1" in err and "hexfuse ab: still creating session 1/1 (0 s)" in err
+    with latency.Progress(quiet=True).step("silent", force=True, every=0.01):
+        time.sleep(0.05)
+    assert capsys.readouterr().err == ""

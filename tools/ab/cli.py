@@ -6,30 +6,56 @@ import sys
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-from .runner import AbOptions, run_ab
+from .options import AbOptions
+from .runner import run_ab
+
+_D = AbOptions("", "")  # defaults, printed by --help
+
+DESCRIPTION = """\
+Run ORIGINAL and FUSED on the same inputs, check that every fused run computes what the original does,
+and time the four baselines interleaved: (1) original serial, (2) best existing concurrency,
+(3) one entry internally serial, (4) one entry internally concurrent; the entry-merge gain (1->3) and
+the overlap gain (3->4) are reported apart, with paired bootstrap 95% CIs.
+
+Exit 1 with one line `hexfuse: error: ...` whenever a run did not run as asked: outputs differ, a
+session fell back to or was retried on another EP, the fused model put more nodes on the CPU or in more
+partitions than the original, or an op package did not claim every fused node. See docs/ab.md."""
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ab", help="A/B original vs fused model: baselines, equivalence, latency, profiles",
-                              description="Run ORIGINAL and FUSED on the same inputs and report whether fusion pays.")
-    p.add_argument("original", metavar="ORIGINAL.onnx")
-    p.add_argument("fused", metavar="FUSED.onnx")
-    p.add_argument("--ep", choices=("cpu", "qnn"), default="cpu")
-    p.add_argument("--qnn-config", metavar="FILE_OR_PRESET", help="preset name in qnn_configs/presets or a JSON file "
-                   "(default htp_sim)")
-    p.add_argument("--op-package", metavar="LIB", help="QNN HTP op package library that implements the fused ops")
-    p.add_argument("--op-package-name", default="HexFuse", help="package name (interface symbol minus "
-                   "'InterfaceProvider')")
-    p.add_argument("--iters", type=int, default=50)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--profile-runs", type=int, default=3, help="runs in the extra profiled pass")
-    p.add_argument("--inputs", metavar="NPZ")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--atol", type=float, default=1e-4)
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--min-cosine", type=float, default=0.9999)
-    p.add_argument("-o", "--report-dir", metavar="REPORT_DIR")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p = subparsers.add_parser("ab", help="A/B original vs fused model: four baselines, equivalence, latency, profiles",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("original", metavar="ORIGINAL.onnx", help="the model as it was before `hexfuse fuse`")
+    p.add_argument("fused", metavar="FUSED.onnx", help="the fused model (its .hexfuse.json spec beside it builds "
+                   "the CPU custom-op library)")
+    p.add_argument("--ep", choices=("cpu", "qnn"), default=_D.ep,
+                   help="execution provider: cpu (ONNX Runtime CPU EP) or qnn (QNN EP, HTP backend; a simulator on "
+                   f"x86) (default {_D.ep})")
+    p.add_argument("--qnn-config", metavar="FILE_OR_PRESET", help="--ep qnn: preset name in qnn_configs/presets or a "
+                   "JSON file (default htp_sim)")
+    p.add_argument("--op-package", metavar="LIB", help="library that runs the fused nodes: with --ep qnn a QNN HTP op "
+                   "package (exports <Pkg>InterfaceProvider); with --ep cpu an ONNX Runtime custom-op library "
+                   "(`hexfuse oppkg FUSED -o DIR --build ort`; default: built from the spec beside FUSED)")
+    p.add_argument("--op-package-name", default=_D.op_package_name,
+                   help=f"package name: the interface symbol minus 'InterfaceProvider' (default {_D.op_package_name})")
+    p.add_argument("--no-cpu-package", dest="cpu_package", action="store_false",
+                   help="--ep cpu: do not build the custom-op library; baselines 3 and 4 are then unavailable")
+    p.add_argument("--iters", type=int, default=_D.iters, help=f"timed iterations per run, interleaved "
+                   f"(default {_D.iters})")
+    p.add_argument("--warmup", type=int, default=_D.warmup, help=f"untimed iterations first (default {_D.warmup})")
+    p.add_argument("--profile-runs", type=int, default=_D.profile_runs,
+                   help=f"runs in the extra profiled pass per run (default {_D.profile_runs})")
+    p.add_argument("--inputs", metavar="NPZ", help="input tensors (.npz with exactly the model's input names, dtypes "
+                   "and shapes; default: seeded random tensors, symbolic dims = 1)")
+    p.add_argument("--seed", type=int, default=_D.seed,
+                   help=f"seed of the random inputs and the bootstrap (>= 0, default {_D.seed})")
+    p.add_argument("--atol", type=float, default=_D.atol, help=f"absolute tolerance per element (default {_D.atol})")
+    p.add_argument("--rtol", type=float, default=_D.rtol, help=f"relative tolerance per element (default {_D.rtol})")
+    p.add_argument("--min-cosine", type=float, default=_D.min_cosine,
+                   help=f"minimum cosine similarity per output (default {_D.min_cosine})")
+    p.add_argument("-o", "--report-dir", metavar="REPORT_DIR",
+                   help="where report.json/.md, trace.json, latency.png and profiles go (default <FUSED stem>_ab/)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr (errors still print)")
     p.set_defaults(func=run)
 
 
@@ -38,7 +64,32 @@ def options_from_args(args: argparse.Namespace) -> AbOptions:
                      op_package=args.op_package, op_package_name=args.op_package_name, iters=args.iters,
                      warmup=args.warmup, inputs=args.inputs, seed=args.seed, report_dir=args.report_dir,
                      atol=args.atol, rtol=args.rtol, min_cosine=args.min_cosine,
-                     profile_runs=args.profile_runs, quiet=args.quiet)
+                     profile_runs=args.profile_runs, quiet=args.quiet, cpu_package=args.cpu_package)
+
+
+def _gain(rep: dict, name: str) -> str:
+    s = rep["speedups"].get(name)
+    return "" if s is None else f"{s['speedup']:.3f}x (95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f})"
+
+
+def summary_line(rep: dict) -> str:
+    msg = f"equivalence PASS; report in {rep['report_dir']}"
+    h = rep.get("headline")
+    if h:
+        msg += f"; {h['reference']} -> {h['candidate']}: {h['speedup']:.3f}x " \
+               f"(95% CI {h['ci95'][0]:.3f}-{h['ci95'][1]:.3f})"
+    merge = ("entry merge 1k->3 (same kernels)", "entry_merge_gain_same_kernels_1k_to_3")
+    if not _gain(rep, merge[1]):
+        merge = ("entry merge 1->3", "entry_merge_gain_1_to_3")
+    for label, name in (merge, ("overlap 3->4", "overlap_gain_3_to_4")):
+        if _gain(rep, name):
+            msg += f"; {label}: {_gain(rep, name)}"
+    missing = next((b for b in rep["baselines"] if b["key"] == "b3_fused_serial" and not b["available"]), None)
+    if missing:
+        msg += f"; baselines 3/4 not measured: {missing['reason']}"
+    if rep["simulator"]:
+        msg += " [x86 HTP simulator: timing functional only]"
+    return msg
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,12 +101,5 @@ def run(args: argparse.Namespace) -> int:
         raise HexfuseError(f"fused model differs from the original ({', '.join(bad)}); see report in "
                            f"{rep['report_dir']}")
     if not args.quiet:
-        h = rep.get("headline")
-        msg = f"equivalence PASS; report in {rep['report_dir']}"
-        if h:
-            msg += f"; {h['reference']} -> {h['candidate']}: {h['speedup']:.3f}x " \
-                   f"(95% CI {h['ci95'][0]:.3f}-{h['ci95'][1]:.3f})"
-        if rep["simulator"]:
-            msg += " [x86 HTP simulator: timing functional only]"
-        print(msg, file=sys.stderr)
+        print(summary_line(rep), file=sys.stderr)
     return 0

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -21,25 +23,54 @@ class Progress:
         self.last = now
         print(f"hexfuse ab: {msg}", file=sys.stderr, flush=True)
 
+    @contextmanager
+    def step(self, msg: str, force: bool = False, every: float = 15.0) -> Iterator[None]:
+        """Say ``msg``, then 'still ...' every ``every`` seconds until the block ends (QNN session creation
+        compiles the graph silently for a minute and more)."""
+        self(msg, force=force)
+        if self.quiet:
+            yield
+            return
+        stop, start = threading.Event(), time.monotonic()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                self(f"still {msg} ({time.monotonic() - start:.0f} s)", force=True)
+
+        thread = threading.Thread(target=beat, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
 
 def time_interleaved(runners: dict[str, Callable[[], object]], iters: int, warmup: int,
                      progress: Progress) -> dict[str, np.ndarray]:
     """Run every config once per iteration, rotating the order so no config always goes first
     (caches, clocks and thermal drift then hit all configs alike, and iterations pair up)."""
     keys = list(runners)
+    start = time.perf_counter()
     for w in range(warmup):
         for k in keys:
             runners[k]()
-        progress(f"warmup {w + 1}/{warmup}")
+        progress(f"warmup {w + 1}/{warmup} ({len(keys)} sessions){_eta(start, w + 1, warmup)}")
     times = {k: np.empty(iters) for k in keys}
+    start = time.perf_counter()
     for i in range(iters):
         shift = i % len(keys)
         for k in keys[shift:] + keys[:shift]:
             t0 = time.perf_counter()
             runners[k]()
             times[k][i] = (time.perf_counter() - t0) * 1e3
-        progress(f"timing {i + 1}/{iters}")
+        progress(f"timing {i + 1}/{iters} ({len(keys)} sessions interleaved){_eta(start, i + 1, iters)}")
     return times
+
+
+def _eta(start: float, done: int, total: int) -> str:
+    left = (time.perf_counter() - start) / done * (total - done)
+    return f", about {left:.0f} s left" if left >= 1 else ""
 
 
 def stats(ms: np.ndarray) -> dict:

@@ -81,8 +81,11 @@ def fused_op_types(model: onnx.ModelProto) -> list[str]:
     return sorted({n.op_type for n in fused_nodes(model)})
 
 
-def write_serial_variant(model_path: str, serial: int, out_path: Path) -> Path:
-    """Copy of the fused model with `serial` set on every fused node (1 = internal-serial barrier mode)."""
+def write_serial_variant(model_path: str, serial: int, out_path: Path, drop_functions: bool = False) -> Path:
+    """Copy of the fused model with `serial` set on every fused node (1 = internal-serial barrier mode).
+
+    drop_functions: remove the hexfuse functions, so ORT can only run a fused node through a registered
+    custom op (no silent inlining; a missing op is a session error)."""
     model = onnx.load(model_path)  # with external data, so the copy is self-contained
     nodes = fused_nodes(model)
     if not nodes:
@@ -92,6 +95,10 @@ def write_serial_variant(model_path: str, serial: int, out_path: Path) -> Path:
         del node.attribute[:]
         node.attribute.extend(kept)
         node.attribute.append(onnx.helper.make_attribute("serial", int(serial)))
+    if drop_functions:
+        kept_functions = [f for f in model.functions if f.domain != FUSED_DOMAIN]
+        del model.functions[:]
+        model.functions.extend(kept_functions)
     big = model.ByteSize() > 1_500_000_000
     tmp = out_path.with_suffix(".tmp.onnx")
     onnx.save(model, str(tmp), save_as_external_data=big,

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 
+from hexfuse.graph_passes.cost.profile_rows import row_name
 from hexfuse.graph_passes.errors import HexfuseError
-
-_NODE_RE = re.compile(r"^(?P<name>.*?)(?::|\s)OpId_(?P<id>\d+) \(cycles\)$")
 
 
 def parse_qnn_csv(path: str | Path) -> dict:
@@ -43,8 +41,7 @@ def parse_qnn_csv(path: str | Path) -> dict:
             elif ident == "Accelerator (execute) time" and unit == "US":
                 accel_us.append(value)
             elif (row.get("Message") or "").strip() == "NODE" and unit == "CYCLES" and runs:
-                m = _NODE_RE.match(ident)
-                name = m.group("name").strip() if m else ident
+                name = row_name(ident) or ident
                 runs[-1].append((name, value))
     if not runs or not any(runs):
         raise HexfuseError(f"QNN profile CSV {p} holds no per-node rows (profiling_level=detailed?)")

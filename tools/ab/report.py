@@ -73,11 +73,11 @@ def render_md(r: dict) -> str:
         lat = b.get("latency") or {}
         L.append(f"| {b['key']} | {b['label']} | {_f(lat.get('median_ms'))} | {_f(lat.get('p90_ms'))} | "
                  f"{_f(lat.get('p99_ms'))} | {'' if b['available'] else b['reason']} |")
-    L += ["", "## Speedups (paired, bootstrap 95% CI)", "", "| gain | reference -> candidate | speedup | 95% CI |",
-          "|---|---|---|---|"]
+    L += ["", "## Speedups (paired, bootstrap 95% CI)", "",
+          "| gain | reference -> candidate | speedup | 95% CI | note |", "|---|---|---|---|---|"]
     for name, s in r["speedups"].items():
         L.append(f"| {name} | {s['reference']} -> {s['candidate']} | {s['speedup']:.3f}x | "
-                 f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] |")
+                 f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] | {s.get('note', '')} |")
     if r.get("cycles"):
         L += ["", "## QNN cycles (profiling pass)", ""]
         for k, c in r["cycles"]["per_run"].items():

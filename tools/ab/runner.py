@@ -5,38 +5,22 @@ import gc
 import os
 import platform
 import tempfile
+import time
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-from . import baselines, compare, latency, models, profile, qnn_session, report, timeline
+from . import baselines, compare, cpu_package, guards, latency, models, profile, qnn_session, report, timeline
 from .inputs import load_npz, random_inputs
+from .libkind import require_qnn_package
+from .options import AbOptions, check_options
 from .presets import load_preset
-from .sessions import RunConfig, make_session
+from .sessions import RunConfig, make_session, run_checked
 
-
-@dataclass
-class AbOptions:
-    original: str
-    fused: str
-    ep: str = "cpu"
-    qnn_config: str | None = None
-    op_package: str | None = None
-    op_package_name: str = "HexFuse"
-    iters: int = 50
-    warmup: int = 5
-    inputs: str | None = None
-    seed: int = 0
-    report_dir: str | None = None
-    atol: float = 1e-4
-    rtol: float = 1e-3
-    min_cosine: float = 0.9999
-    profile_runs: int = 3
-    quiet: bool = False
+__all__ = ["AbOptions", "run_ab"]
 
 
 def _platform(ep: str) -> dict:
@@ -61,7 +45,7 @@ def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: s
             stale.unlink(missing_ok=True)  # the EP appends to an existing file
         sess = make_session(cfg, qnn_profile_csv=str(csv_path), profiling_level=level)
         for _ in range(runs):
-            sess.run(None, feeds)
+            run_checked(cfg, sess, None, feeds)
         del sess
         gc.collect()  # the CSV is flushed when the session is released
         parsed = profile.parse_qnn_csv(csv_path)
@@ -75,7 +59,7 @@ def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: s
     prefix = str(out_dir / f"ort_profile_{tag}")
     sess = make_session(cfg, profile_prefix=prefix)
     for _ in range(runs):
-        sess.run(None, feeds)
+        run_checked(cfg, sess, None, feeds)
     path = Path(sess.end_profiling())
     del sess
     final = out_dir / f"ort_profile_{tag}.json"
@@ -86,12 +70,45 @@ def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: s
     return summary, parsed["nodes"]
 
 
+def _open_sessions(pl: baselines.Plan, prog: latency.Progress) -> tuple[dict, dict]:
+    """Create every run's session and refuse any that does not run where it was asked to."""
+    sessions, assign = {}, {}
+    for i, cfg in enumerate(pl.runs, start=1):
+        start = time.perf_counter()
+        # QNN sessions compile the graph (a minute and more in the simulator): always say so
+        with prog.step(f"creating session {i}/{len(pl.runs)}: {cfg.label} on {cfg.ep}", force=cfg.ep == "qnn"):
+            sessions[cfg.key] = make_session(cfg)
+        assign[cfg.key] = qnn_session.read_assignment(sessions[cfg.key])
+        guards.check_providers(cfg, sessions[cfg.key].get_providers())
+        if cfg.claims:  # first: it names the package when it took nothing
+            guards.check_claims(cfg, assign[cfg.key], cfg.claims,
+                                qnn_session.QNN_EP if cfg.ep == "qnn" else guards.CPU_EP)
+        if cfg.ep == "qnn":
+            guards.check_ran_on_qnn(cfg, assign[cfg.key])
+            if cfg.role == "fused":  # (on the CPU EP everything is CPU; the custom op is checked above)
+                guards.check_placement(cfg, assign[cfg.key], assign[pl.reference])
+        if time.perf_counter() - start > 2.0:
+            prog(f"session {i}/{len(pl.runs)} ready ({time.perf_counter() - start:.0f} s)", force=True)
+    return sessions, assign
+
+
+def _libraries(o: AbOptions, fused_types: list[str],
+               prog: latency.Progress) -> tuple[str | None, cpu_package.CpuLibrary | None]:
+    """(QNN op package, CPU custom-op library) after checking what kind of library --op-package names."""
+    lib = qnn_session.check_op_package_lib(o.op_package)  # before any session exists
+    if lib and not fused_types:
+        raise HexfuseError(f"--op-package given but {o.fused} has no fused (hexfuse) node")
+    if o.ep == "qnn":
+        if lib:
+            require_qnn_package(lib, o.op_package_name)
+        return lib, None
+    return None, cpu_package.resolve(o.fused, fused_types, lib, o.op_package_name, o.cpu_package,
+                                     lambda msg: prog(msg, force=True))
+
+
 def run_ab(o: AbOptions) -> dict:
     prog = latency.Progress(o.quiet)
-    if o.ep not in ("cpu", "qnn"):
-        raise HexfuseError(f"unknown --ep '{o.ep}' (cpu or qnn)")
-    if o.iters < 2 or o.warmup < 0:
-        raise HexfuseError("--iters must be >= 2 and --warmup >= 0")
+    out_dir = check_options(o)
     orig_m, fused_m = models.load_model(o.original), models.load_model(o.fused)
     models.check_compatible(orig_m, fused_m, o.original, o.fused)
     fused_types = models.fused_op_types(fused_m)
@@ -101,48 +118,37 @@ def run_ab(o: AbOptions) -> dict:
         if not qnn_session.qnn_available():
             raise HexfuseError("--ep qnn needs the onnxruntime-qnn package (pip install 'hexfuse[qnn]')")
         preset = load_preset(o.qnn_config)
-    elif o.qnn_config:
-        raise HexfuseError("--qnn-config needs --ep qnn")
-    lib = qnn_session.check_op_package_lib(o.op_package)  # before any session exists
-    if lib and o.ep != "qnn":
-        raise HexfuseError("--op-package needs --ep qnn")
-    if lib and not fused_types:
-        raise HexfuseError(f"--op-package given but {o.fused} has no fused (hexfuse) node")
+    lib, cpu_lib = _libraries(o, fused_types, prog)
     specs = models.graph_inputs(orig_m)
     feeds = load_npz(o.inputs, specs) if o.inputs else random_inputs(specs, o.seed)
-    out_dir = Path(o.report_dir or f"{Path(o.fused).with_suffix('')}_ab")
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="hexfuse_ab_") as work:
-        pl = baselines.plan(o.ep, o.original, o.fused, fused_types, Path(work), preset, lib, o.op_package_name)
-        prog(f"creating {len(pl.runs)} sessions on {o.ep}", force=True)
-        sessions, assign = {}, {}
-        for cfg in pl.runs:
-            sessions[cfg.key] = make_session(cfg)
-            assign[cfg.key] = qnn_session.read_assignment(sessions[cfg.key])
-            if cfg.ep == "qnn":
-                if cfg.key.startswith(("b3", "b4")):  # names the package when it took nothing
-                    qnn_session.check_claimed(assign[cfg.key], fused_count, cfg.model_path)
-                qnn_session.check_ran_on_qnn(assign[cfg.key], cfg.model_path)
+        pl = baselines.plan(o.ep, o.original, o.fused, fused_count, Path(work), preset, lib, o.op_package_name,
+                            cpu_lib)
+        sessions, assign = _open_sessions(pl, prog)
         out_names = [x.name for x in sessions[pl.reference].get_outputs()]
-        outs = {k: s.run(out_names, feeds) for k, s in sessions.items()}
+        cfg_of = {cfg.key: cfg for cfg in pl.runs}
+        with prog.step("first run of every session (outputs compared against the original)", force=o.ep == "qnn"):
+            outs = {k: run_checked(cfg_of[k], s, out_names, feeds) for k, s in sessions.items()}
         equiv = {k: compare.compare_outputs(out_names, outs[pl.reference], outs[k], o.atol, o.rtol, o.min_cosine)
                  for k in sessions if k != pl.reference}
-        runners = {k: (lambda s=s: s.run(out_names, feeds)) for k, s in sessions.items()}
+        runners = {k: (lambda s=s, c=cfg_of[k]: run_checked(c, s, out_names, feeds)) for k, s in sessions.items()}
         times = latency.time_interleaved(runners, o.iters, o.warmup, prog)
         del runners, sessions
         gc.collect()
-        prog("profiling pass", force=True)
+        out_dir.mkdir(parents=True, exist_ok=True)  # only once every run ran as asked
         profiles, timelines = {}, {}
         level = preset.profiling_level if preset else "detailed"
-        for cfg in pl.runs:
-            summary, rows = _profile_run(cfg, feeds, out_dir, max(1, o.profile_runs), level)
+        for i, cfg in enumerate(pl.runs, start=1):
+            with prog.step(f"profiling {i}/{len(pl.runs)}: {cfg.key} ({o.profile_runs} runs)", force=o.ep == "qnn"):
+                summary, rows = _profile_run(cfg, feeds, out_dir, o.profile_runs, level)
             profiles[cfg.key] = summary
             model = orig_m if cfg.role == "original" else fused_m
             timelines[cfg.key] = timeline.build(rows, model, summary["unit"])
 
     measured = set(times)
-    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b)
+    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b,
+                           note=baselines.pair_note(o.ep, a, b))
                 for name, a, b in baselines.gain_pairs(measured)}
     base_rows = [{"key": c.key, "label": c.label, "available": True, "reason": None, "model": c.model_path,
                   "role": c.role, "ep": c.ep, "latency": latency.stats(times[c.key])} for c in pl.runs]
@@ -157,6 +163,7 @@ def run_ab(o: AbOptions) -> dict:
                                                    "disable_cpu_ep_fallback": preset.disable_cpu_ep_fallback},
         "op_package": None if lib is None else {"library": lib, "package": o.op_package_name,
                                                 "op_types": fused_types},
+        "cpu_custom_op_library": None if cpu_lib is None else {"library": cpu_lib.path, "note": cpu_lib.note},
         "inputs": {"source": o.inputs or f"random(seed={o.seed})",
                    "tensors": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
         "iters": o.iters, "warmup": o.warmup,

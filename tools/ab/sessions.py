@@ -20,6 +20,8 @@ class RunConfig:
     parallel: bool = False
     provider_options: dict[str, str] = field(default_factory=dict)
     disable_cpu_fallback: bool = False
+    custom_ops_library: str | None = None  # ORT custom-op library that runs the fused nodes (CPU b3/b4)
+    claims: dict[str, int] = field(default_factory=dict)  # op type -> nodes the package must run as themselves
 
 
 def _first_line(e: Exception) -> str:
@@ -33,6 +35,16 @@ def make_session(cfg: RunConfig, profile_prefix: str | None = None, qnn_profile_
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    # Idle sessions must not burn cores: runs are interleaved across sessions, and a thread pool that
+    # spins after its own run steals the CPU from the next session's run (2-core hosts: 10x and more).
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if cfg.custom_ops_library:
+        so.register_custom_ops_library(cfg.custom_ops_library)
+    if cfg.ep == "cpu":
+        # One thread per op everywhere: baseline 1 is then truly serial, baseline 2 adds only inter-op
+        # concurrency, and the executor's lanes (3, 4) compete with no intra-op pool.
+        so.intra_op_num_threads = 1
     if cfg.parallel:
         so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
         so.inter_op_num_threads = threads or max(2, os.cpu_count() or 2)
@@ -54,9 +66,17 @@ def make_session(cfg: RunConfig, profile_prefix: str | None = None, qnn_profile_
     else:
         providers = ["CPUExecutionProvider"]
     try:
-        if providers:
-            return ort.InferenceSession(cfg.model_path, so, providers=providers)
-        return ort.InferenceSession(cfg.model_path, so)
+        # enable_fallback=0: ORT's Python wrapper would otherwise retry a failing session (at creation or
+        # on an EP failure during run) on the CPU EP alone and time that instead.
+        return ort.InferenceSession(cfg.model_path, so, providers=providers, enable_fallback=0)
     except Exception as e:
         raise HexfuseError(f"cannot create {cfg.ep} session for {cfg.label} ({cfg.model_path}): "
                            f"{_first_line(e)}") from None
+
+
+def run_checked(cfg: RunConfig, session, output_names: list[str], feeds: dict) -> list:
+    """One run; an EP failure is an error, never a silent retry elsewhere."""
+    try:
+        return session.run(output_names, feeds)
+    except Exception as e:
+        raise HexfuseError(f"{cfg.label} failed on the {cfg.ep} EP ({cfg.model_path}): {_first_line(e)}") from None

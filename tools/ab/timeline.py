@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import onnx
 
-from . import engines as eg
+from hexfuse.graph_passes.cost import profile_rows as pr
+
 from .models import FUSED_DOMAIN, node_key
 
 
@@ -77,16 +78,24 @@ def _minus_len(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> fl
 def build(profile_nodes: list[dict], model: onnx.ModelProto | None, unit: str) -> dict:
     """profile_nodes: dicts with name, op_type, duration, optional start (None = back to back)."""
     lookup, preds, onnx_nodes = _deps(model) if model is not None else ({}, {}, [])
+    # nodes of inlined fused functions: their engine is known, their inputs are not (see _timeline_preds)
+    body_ops = {n.name: (n.op_type, n.domain) for f in model.functions for n in f.node if n.name} if model else {}
     events, idx = [], []
     t = 0.0
     for n in profile_nodes:
-        g = lookup.get(n["name"])
-        op = onnx_nodes[g].op_type if g is not None else (n.get("op_type") or eg.op_type_from_name(n["name"]))
+        g = pr.match_node(n["name"], lookup)  # QDQ rows carry QNN's _token_<n> suffix
+        if g is not None:
+            op, engine = onnx_nodes[g].op_type, pr.engine_of_op(onnx_nodes[g].op_type, onnx_nodes[g].domain)
+        elif (body := pr.node_key(n["name"], body_ops)) is not None:
+            op, engine = body_ops[body][0], pr.engine_of_op(*body_ops[body])
+        else:
+            op = n.get("op_type") or pr.op_type_guess(n["name"])
+            engine = pr.engine_of_op(op)
         start = n.get("start")
         start = t if start is None else float(start)
         dur = float(n["duration"])
         t = max(t, start + dur)
-        events.append({"name": n["name"], "op_type": op, "engine": eg.classify(op), "start": start, "dur": dur})
+        events.append({"name": n["name"], "op_type": op, "engine": engine, "start": start, "dur": dur})
         idx.append(g)
     opaque = {i for i, n in enumerate(onnx_nodes) if n.domain == FUSED_DOMAIN}
     tp = _timeline_preds(idx, preds, opaque)
@@ -94,7 +103,7 @@ def build(profile_nodes: list[dict], model: onnx.ModelProto | None, unit: str) -
         if idx[i] is None and e["name"] in ("Input", "Output"):
             tp[i] = set() if e["name"] == "Input" else set(range(i))
     span = max((e["start"] + e["dur"] for e in events), default=0.0)
-    lanes = sorted({e["engine"] for e in events} | set(eg.ENGINES))
+    lanes = sorted({e["engine"] for e in events} | set(pr.ENGINES))
     per_engine = {}
     for lane in lanes:
         mine = [i for i, e in enumerate(events) if e["engine"] == lane]

@@ -42,7 +42,7 @@ def run_tool(cmd: list[str], cwd: Path) -> None:
 
 def portable_sources(root: Path) -> list[Path]:
     """Executor, kernels, generated plans and the host C ABI: what every host-side build links."""
-    return sorted(p for p in (root / "src").rglob("*.cpp") if p.parent.name in ("runtime", "kernels", "fused", "host"))
+    return sorted(p for p in (root / "src").rglob("*.cpp") if p.parent.name in ("runtime", "kernels", "matrix", "fused", "tasks", "host"))
 
 
 def compile_objects(root: Path, sources: list[Path]) -> list[Path]:

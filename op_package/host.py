@@ -16,6 +16,8 @@ import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusedOp, FusionSpec, QuantSpec, TensorSpec
+from hexfuse.op_package.htp_expand import expand_fused_op
+from hexfuse.op_package.plan import OpPlan
 
 RESOURCES = ("matrix", "vector", "dma")
 
@@ -96,8 +98,10 @@ class HostPackage:
         self._lib.hexfuse_configure.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_longlong]
         self._lib.hexfuse_run_wire.argtypes = [ctypes.c_int, ctypes.POINTER(_Wire), ctypes.POINTER(_Wire)]
         self.op_types = [self._lib.hexfuse_op_type(i).decode() for i in range(self._lib.hexfuse_num_ops())]
-        self._ops = {op.op_type: op for op in spec.fused_ops}
-        if self.op_types != [op.op_type for op in spec.fused_ops]:
+        # The library holds every fused op, then the task ops of their HTP expansion (htp_expand.py).
+        self._ops: dict[str, FusedOp | OpPlan] = {op.op_type: op for op in spec.fused_ops}
+        self._ops.update({t.symbol: t.plan for op in spec.fused_ops for t in expand_fused_op(op).task_ops})
+        if self.op_types != list(self._ops):
             raise HexfuseError(f"{library} was not built from this spec (op types differ)")
 
     def configure(self, matrix: int = 1, vector: int = 1, dma: int = 1, scratch_budget: int = 0) -> None:

@@ -6,11 +6,12 @@
       config/<Pkg>.xml              qnn-op-package-generator OpDef config
       include/hexfuse/...           executor, ports and kernel headers (copied from op_package/runtime)
       src/<Pkg>Interface.cpp        QNN op package interface (SDK glue)
-      src/ops/<OpType>.cpp          one HTP op per fused op (SDK glue): registration, tensor properties
+      src/ops/<OpType>.cpp          SDK glue per fused op: its HTP expansion (rules, task ops, htp_expand.py)
       src/htp/tensor_bridge.*       HTP tensors -> ports (SDK glue, shared by every op)
-      src/fused/<OpType>.cpp        the op's plan: kernel params + micro-op tables
-      src/fused/registry.cpp        plan table (host ABI op index = spec order)
-      src/runtime, src/kernels      executor, ports and kernel library (copied)
+      src/fused/<OpType>.cpp        the whole op's plan: kernel params + micro-op tables (host builds)
+      src/tasks/<OpType>__t<k>.cpp  one plan per non-matrix task: the task ops HTP runs on HVX threads
+      src/fused/registry.cpp        plan table (host ABI index: spec order, then the task ops)
+      src/runtime, src/kernels      executor, ports and kernel library (copied; kernels/matrix: host only)
       src/host/host_api.cpp         C ABI of the host build (copied)
 
 Templates hold layout only; every value is computed here or in plan.py. Generated code is a trust
@@ -30,6 +31,7 @@ import jinja2
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusionSpec, TensorSpec
+from hexfuse.op_package.htp_expand import Expansion, expand_fused_op
 from hexfuse.op_package.lower.context import CPP_DTYPE
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
 from hexfuse.op_package.writer import MARKER
@@ -145,16 +147,43 @@ def library_name(package: str) -> str:
     return f"libQnn{package}.so"
 
 
+@dataclass(frozen=True)
+class RuleView:
+    """One DEF_PACKAGE_OPTIMIZATION: expands one output of a fused op for one value of `serial`."""
+    match: str
+    constraint: str
+    replacement: str
+
+
+def _rules(plan: OpPlan, expansion: Expansion) -> list[RuleView]:
+    tags = ", ".join(f'"in_{i}"' for i in range(len(plan.inputs)))
+    op = f'Op("{plan.symbol}", {tags}, "serial")'
+    multi = len(plan.outputs) > 1
+    views = []
+    for rule in expansion.rules:
+        serial = f'EQ(CONSTVAL_INT("serial", 0), {int(rule.serial)})'
+        if multi:
+            views.append(RuleView(f'Op("$Out", {op}, "sel")', f'AND(EQ(DIM_OF("sel", 3), {rule.output}), {serial})',
+                                  rule.replacement))
+        else:
+            views.append(RuleView(op, serial, rule.replacement))
+    return views
+
+
 def render_package(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> dict[str, str]:
     package = check_package_name(package)
     if not spec.fused_ops:
         raise HexfuseError(f"fusion spec of {display(spec.model)} has no fused ops: nothing to generate")
     plans: list[OpPlan] = [plan_fused_op(op) for op in spec.fused_ops]
+    expansions = [expand_fused_op(op) for op in spec.fused_ops]
     env = _environment()
     op_types = [c_identifier(p.op_type, "fused op type") for p in plans]
     ops_view = [{"plan": p, "inputs": [_port(i, t) for i, t in enumerate(p.inputs)],
                  "outputs": [_port(i, t) for i, t in enumerate(p.outputs)],
-                 "node_name": display(spec.fused_ops[i].node_name)} for i, p in enumerate(plans)]
+                 "node_name": display(spec.fused_ops[i].node_name), "expansion": expansions[i],
+                 "reason": display(expansions[i].reason or "", limit=200), "rules": _rules(p, expansions[i])}
+                for i, p in enumerate(plans)]
+    task_plans = [t.plan for e in expansions for t in e.task_ops]
     context = {"package": package, "version": PACKAGE_VERSION, "domain": display(spec.domain),
                "model": display(spec.model), "target": display(spec.target), "ops": ops_view,
                "library": library_name(package), "host_library": f"lib{package}Host.so",
@@ -165,7 +194,10 @@ def render_package(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> dict[str
         p = view["plan"]
         files[f"src/fused/{p.op_type}.cpp"] = env.get_template("src/fused/op.cpp.j2").render(op=p)
         files[f"src/ops/{p.op_type}.cpp"] = env.get_template("src/ops/op.cpp.j2").render(view=view, **context)
-    files["src/fused/registry.cpp"] = env.get_template("src/fused/registry.cpp.j2").render(package=package, ops=plans)
+    for task_plan in task_plans:
+        files[f"src/tasks/{task_plan.op_type}.cpp"] = env.get_template("src/fused/op.cpp.j2").render(op=task_plan)
+    files["src/fused/registry.cpp"] = env.get_template("src/fused/registry.cpp.j2").render(
+        package=package, ops=[*plans, *task_plans])
     files[f"src/{package}Interface.cpp"] = env.get_template("src/Interface.cpp.j2").render(**context)
     files[f"config/{package}.xml"] = env.get_template("config/package.xml.j2").render(**context)
     files["Makefile"] = env.get_template("Makefile.j2").render(**context)

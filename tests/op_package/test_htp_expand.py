@@ -1,0 +1,101 @@
+"""The HTP expansion of fused ops (htp_expand.py, qnn_ops.py): QNN's own ops for matrix tasks, task ops
+for the rest, one rule per output and barrier mode; checked without the SDK (the SDK test runs them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.op_package.htp_expand import expand_fused_op
+from hexfuse.op_package.qnn_ops import translate_matrix_task
+from hexfuse.op_package.render import render_package
+from tests.op_package._harness import NEGATIVE_MODELS
+
+ROOT = Path(__file__).resolve().parents[2]
+MATRIX_KERNELS = ("matmul_f32", "conv_f32")
+
+
+def test_every_output_gets_one_rule_per_barrier_mode(source_model: Path, case_for) -> None:
+    case = case_for(source_model)
+    if case is None:
+        assert source_model.name in NEGATIVE_MODELS
+        return
+    for op in case.spec.fused_ops:
+        expansion = expand_fused_op(op)
+        if expansion.reason is not None:
+            assert any(t.engine == "matrix" for t in op.tasks), expansion.reason
+            continue
+        assert sorted((r.output, r.serial) for r in expansion.rules) == [
+            (j, s) for j in range(len(op.outputs)) for s in (False, True)]
+        matrix_outputs = {name for t in op.tasks if t.engine == "matrix" for name in t.outputs}
+        for rule in expansion.rules:
+            if op.outputs[rule.output].name in matrix_outputs:
+                assert "QNN_" in rule.replacement and "__t" not in rule.replacement
+            else:
+                assert f'"{op.op_type}__t' in rule.replacement
+                # serial mode: a task op after a matrix task waits on it through one extra input
+                if rule.serial and matrix_outputs:
+                    assert "_s\"" in rule.replacement and "QNN_" in rule.replacement
+
+
+def test_task_ops_compute_what_the_fused_op_computes(case_for) -> None:
+    """Each task op (the plan HTP runs on an HVX thread) reproduces its outputs of the whole op."""
+    for name in ("gptj_block_qdq", "googlenet", "llama_prefill_decode"):
+        case = case_for(ROOT / "models" / f"{name}.onnx")
+        for op in case.spec.fused_ops:
+            whole, _ = case.package.run(op.op_type, [case.values[t.name] for t in op.inputs], trace=False)
+            for task_op in expand_fused_op(op).task_ops:
+                ins = [case.values[op.inputs[i].name] for i in task_op.inputs]
+                ours, _ = case.package.run(task_op.symbol, ins, trace=False)
+                for j, out in zip(task_op.outputs, ours):
+                    assert np.array_equal(out, whole[j], equal_nan=True), (task_op.symbol, op.outputs[j].name)
+
+
+def test_htp_sources_hold_no_matrix_kernel(case_for) -> None:
+    case = case_for(ROOT / "models" / "gptj_block_qdq.onnx")
+    files = render_package(case.spec)
+    tasks = {path: text for path, text in files.items() if path.startswith("src/tasks/")}
+    assert tasks, "no task plans generated"
+    assert not any(kernel in text for text in tasks.values() for kernel in MATRIX_KERNELS)
+    makefile = files["Makefile"]
+    portable = next(line for line in makefile.splitlines() if line.startswith("PORTABLE :="))
+    assert "matrix" not in portable and "fused" not in portable and "executor" not in portable
+    assert any(path.startswith("src/kernels/matrix/") for path in files)  # the host build keeps them
+
+
+def _with_conv_attrs(spec: FusionSpec, **attrs) -> FusionSpec:
+    op = spec.fused_ops[0]
+    tasks = []
+    for task in op.tasks:
+        nodes = tuple(dataclasses.replace(n, attributes={**n.attributes, **attrs}) if n.op_type == "Conv" else n
+                      for n in task.nodes)
+        tasks.append(dataclasses.replace(task, nodes=nodes))
+    return dataclasses.replace(spec, fused_ops=(dataclasses.replace(op, tasks=tuple(tasks)),))
+
+
+@pytest.mark.parametrize("attrs, reason, renders", [
+    ({"group": 2}, "is grouped", False),  # (the host kernels refuse it too: channels no longer divide)
+    ({"auto_pad": "SAME_UPPER"}, "auto_pad=SAME_UPPER", True),
+])
+def test_untranslatable_matrix_nodes_are_refused_with_a_reason(case_for, attrs, reason, renders) -> None:
+    case = case_for(ROOT / "models" / "googlenet.onnx")
+    spec = _with_conv_attrs(case.spec, **attrs)
+    op = spec.fused_ops[0]
+    matrix = next(t for t in op.tasks if t.engine == "matrix")
+    assert reason in (translate_matrix_task(op, matrix).reason or "")
+    expansion = expand_fused_op(op)
+    assert expansion.reason and reason in expansion.reason and not expansion.rules
+    if not renders:
+        return
+    glue = render_package(spec)[f"src/ops/{op.op_type}.cpp"]
+    assert "cannot run on HTP" in glue and "DEF_PACKAGE_OPTIMIZATION" not in glue
+
+
+def test_generated_rules_are_deterministic(case_for) -> None:
+    case = case_for(ROOT / "models" / "llama_prefill_decode_qdq.onnx")
+    spec = load_spec(str(case.fused.with_suffix(".hexfuse.json")))
+    assert [expand_fused_op(op) for op in spec.fused_ops] == [expand_fused_op(op) for op in case.spec.fused_ops]

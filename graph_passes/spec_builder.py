@@ -141,7 +141,11 @@ def _port(analysis: Analysis, tensor: TensorSpec, is_input: bool) -> TensorSpec:
         node = flow.nodes[index]
         if node.op_type == wanted and node.domain in ("", "ai.onnx"):
             wire = _quant_of(analysis, node)
-            return replace(tensor, wire=wire) if wire is not None else tensor
+            if wire is None:
+                return tensor
+            # DQ(initializer): the QNN EP hands the port over as a STATIC quantized tensor (weights).
+            static = is_input and flow.is_static(node.input[0])
+            return replace(tensor, wire=wire, static=tensor.static or static)
     return tensor
 
 

@@ -9,11 +9,12 @@ the HTP optimization grammar. The input lists follow what the QNN EP itself emit
     MatMul  QNN_MatMul(a, b, zero bias[N], transpose_in0, transpose_in1)
     Gemm    QNN_MatMul(a, b, c or zero bias[N], transA, transB)            alpha = beta = 1 only
     Conv    QNN_Transpose(QNN_Conv2d(QNN_Transpose(x, NHWC), QNN_Transpose(w, HWIO), bias,
-                                     stride, pad_amount, group, dilation, 0), NCHW)
+                                     stride, pad_amount, group, dilation), NCHW)
     Reshape / Flatten / Squeeze / Unsqueeze / Identity   QNN_Reshape(x)
     QuantizeLinear / DequantizeLinear                     nothing: the encoding rides on the tensor
 
-HTP tensors are 4-D (lower ranks are backfilled with leading 1s). Every op built carries its size and
+The one constant the grammar cannot spell, Conv2d's [2, 2] pad_amount, comes from a C++ helper
+(runtime/src/htp/replace_helpers.h). HTP tensors are 4-D (lower ranks are backfilled with leading 1s). Every op built carries its size and
 encoding explicitly (WITH_SIZE, WITH_OUTPUT_TYPE): by default a replacement op would take the rule's
 root output type, which is wrong for every inner op. A node this module cannot express makes the
 whole fused op unexpandable; ``MatrixTranslation.reason`` says why.
@@ -201,8 +202,8 @@ class _Translator:
             bias = self._zero_bias(out.name, cout)
         conv = self.built(out.name, (n, ho, wo, cout), (
             f"Op({default_op('QNN_Conv2d')}, {nhwc}, {hwio}, {bias}, gen_ConstArr_vals_i32({stride_h}, {stride_w}), "
-            f"WITH_SIZE(gen_Shape(1, 1, 2, 2), gen_ConstArr_vals_i32({top}, {bottom}, {left}, {right})), "
-            f"gen_ConstScalar_i32(1), gen_ConstArr_vals_i32({dil_h}, {dil_w}), gen_ConstScalar_i32(0))"))
+            f"hexfuse_htp::const_i32_2x2({top}, {bottom}, {left}, {right}), "
+            f"gen_ConstArr_vals_i32(1), gen_ConstArr_vals_i32({dil_h}, {dil_w}))"))
         self.exprs[out.name] = self.built(out.name, (n, cout, ho, wo), f"Op({default_op('QNN_Transpose')}, {conv}, "
                                                                        "gen_ConstArr_vals_i32(0, 3, 1, 2))")
 

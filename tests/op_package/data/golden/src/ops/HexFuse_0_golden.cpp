@@ -12,6 +12,7 @@
 #include "HTP/core/optimize.h"
 #include "HTP/core/simple_reg.h"
 #include "QnnOpPackage.h"
+#include "htp/replace_helpers.h"
 #include "htp/tensor_bridge.h"
 
 BEGIN_PKG_OP_DEFINITION(PKG_HexFuse_0_golden);

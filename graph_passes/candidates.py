@@ -49,7 +49,7 @@ def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
             start, end, answer = path
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
             return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
-    return hazard(analysis.buffers(a), analysis.buffers(b))
+    return hazard(analysis.buffers(a), analysis.buffers(b), analysis.flat.names)
 
 
 def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
@@ -59,52 +59,60 @@ def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
     return max(0, max(low_a, low_b) - min(high_a, high_b))
 
 
-class _ReachMasks:
-    """Per task, the units it reaches as one bitset: a pair check is then a few shifts."""
-
-    def __init__(self, analysis: Analysis) -> None:
-        self._reach = analysis.reach
-        self._masks: dict[int, int] = {}
-
-    def may_reach(self, a: Task, b: Task) -> bool:
-        """True when a reaches b, or when the window cannot tell (independence_problem then words it)."""
-        mask = self._masks.get(a.id)
-        if mask is None:
-            mask = self._masks[a.id] = self._reach.mask_from(a.units)
-        for unit in b.units:
-            distance = unit - a.lo
-            if distance > self._reach.window:
-                return True
-            if distance > 0 and (mask >> (distance - 1)) & 1:
-                return True
-        return False
+def _own_mask(task: Task) -> int:
+    """Bit j set <=> unit task.lo + j belongs to the task."""
+    lo, mask = task.units[0], 0
+    for unit in task.units:
+        mask |= 1 << (unit - lo)
+    return mask
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
-    fusable = [task for task in analysis.tasks if task.fusable]
-    masks = _ReachMasks(analysis)
-    by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
+    """Independent pairs of tasks of different engines that become ready near each other.
+
+    Per task, two bitsets relative to its first unit lo: the units it reaches (bit i: unit lo + 1 + i,
+    exact within the reachability window) and its own units (bit j: unit lo + j). Whether a reaches b
+    is then one shift and one AND; beyond the window the answer is "may" (refused, worded later)."""
+    fusable = sorted((task for task in analysis.tasks if task.fusable), key=lambda task: (task.units[0], task.id))
+    window = analysis.reach.window
+    los = [task.units[0] for task in fusable]
+    his = [task.units[-1] for task in fusable]
+    engines = [task.engine for task in fusable]
+    reaches = [analysis.reach.mask_from(task.units) for task in fusable]
+    owns = [_own_mask(task) for task in fusable]
+    names = analysis.flat.names
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
     first_problem: dict[int, Problem] = {}
-    for i, a in enumerate(by_lo):
-        for j in range(i + 1, len(by_lo)):  # indices, not a slice: a slice copies the tail every time
-            b = by_lo[j]
-            if b.lo - a.lo > PARTNER_WINDOW or len(partners[a.id]) >= MAX_PARTNERS:
+    for i, a in enumerate(fusable):
+        own = partners[a.id]
+        a_lo, a_hi, a_reach, a_own, a_engine = los[i], his[i], reaches[i], owns[i], engines[i]
+        limit = a_lo + PARTNER_WINDOW
+        for j in range(i + 1, len(fusable)):  # indices, not a slice: a slice copies the tail every time
+            b_lo = los[j]
+            if b_lo > limit or len(own) >= MAX_PARTNERS:
                 break
-            if b.engine is a.engine:
+            if engines[j] is a_engine:
                 continue
-            if masks.may_reach(a, b) or masks.may_reach(b, a) or hazard(analysis.buffers(a), analysis.buffers(b)):
-                problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
-                first_problem.setdefault(a.id, problem)
-                first_problem.setdefault(b.id, problem)
+            dependent = (
+                his[j] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
+                or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b
+                # b reaches a: only a's units after b.lo can be reached; shift b's bits onto a's frame
+                or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
+            )
+            b = fusable[j]
+            if dependent or hazard(analysis.buffers(a), analysis.buffers(b), names):
+                if a.id not in first_problem or b.id not in first_problem:
+                    problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
+                    first_problem.setdefault(a.id, problem)
+                    first_problem.setdefault(b.id, problem)
                 continue
             pairs.append(Pair(a.id, b.id))
-            partners[a.id].append(b.id)
+            own.append(b.id)
             partners[b.id].append(a.id)
     reasons = {}
-    for task in fusable:
-        if not partners[task.id]:
+    for task in analysis.tasks:
+        if task.fusable and not partners[task.id]:
             problem = first_problem.get(task.id)
             reasons[task.id] = problem() if problem else "no task of another engine becomes ready near it (the graph is a chain here)"
     return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)

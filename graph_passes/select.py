@@ -19,11 +19,11 @@ from hexfuse.graph_passes.analysis import Analysis
 from hexfuse.graph_passes.balance import Scorer, Verdict
 from hexfuse.graph_passes.candidates import Candidates, level_gap
 from hexfuse.graph_passes.contraction import Contraction
-from hexfuse.graph_passes.spec_builder import fused_op_spec, task_structure
+from hexfuse.graph_passes.spec_builder import fused_op_spec
 from hexfuse.graph_passes.tasks import Task
 
 
-MAX_FUSED_GROUPS = 10_000  # onnx.checker refuses models with more local functions
+MAX_FUSED_OPS = 10_000  # onnx.checker refuses models with more local functions (one per distinct group)
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,15 @@ class Selection:
 
 class _Scores:
     """Verdicts by group structure: scorers see shapes and ops, never names, so equal structure
-    (the same pair in every layer of an LM) is built into a spec and scored once."""
+    (the same pair in every layer of an LM) is built into a spec and scored once (structure.py)."""
 
     def __init__(self, analysis: Analysis, scorer: Scorer) -> None:
         self.analysis, self.scorer = analysis, scorer
+        self.structures = analysis.structures
         self._verdicts: dict[tuple, Verdict] = {}
 
     def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
-        key = tuple(task_structure(self.analysis, task) for task in tasks)
+        key = tuple(map(self.structures.task, tasks))
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = self._verdicts[key] = self.scorer.score(fused_op_spec(self.analysis, tasks))
@@ -59,12 +60,13 @@ def _units(group: Group) -> list[int]:
 
 
 def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
+    """``used``: tasks already in a chosen group (the pair's own tasks are never their own partners)."""
     first, second = group.tasks
     engines = {first.engine, second.engine}
     # Partners are proven independent, so a partner of both is independent of the whole pair.
-    shared = set(candidates.partners[first.id]) & set(candidates.partners[second.id])
+    shared = set(candidates.partners[first.id]).intersection(candidates.partners[second.id])
     best = group
-    for task_id in sorted(shared - used):
+    for task_id in sorted(t for t in shared if t not in used):
         third = analysis.tasks[task_id]
         if third.engine in engines:
             continue
@@ -77,7 +79,7 @@ def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, grou
 
 def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
     """The groups on each cycle of the graph with every group contracted (one list per cycle)."""
-    count = len(analysis.units.units)
+    count = len(analysis.units)
     rep = list(range(count))
     for g, group in enumerate(groups):
         for task in group.tasks:
@@ -109,6 +111,21 @@ def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
     ]
 
 
+def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dict[int, str]) -> list[Group]:
+    """Groups of at most MAX_FUSED_OPS distinct structures (one function each), the best-paying kept.
+    Dropping a group never closes a cycle, so what is kept stays acyclic."""
+    keys = [analysis.structures.group(group.tasks) for group in chosen]
+    best: dict[int, tuple[float, int]] = {}
+    for key, group in zip(keys, chosen):
+        best[key] = min(best.get(key, (0.0, group.tasks[0].lo)), (-group.verdict.gain, group.tasks[0].lo))
+    kept = set(sorted(best, key=best.__getitem__)[:MAX_FUSED_OPS])
+    for key, group in zip(keys, chosen):
+        if key not in kept:
+            for task in group.tasks:
+                reasons[task.id] = f"the model already has {MAX_FUSED_OPS} distinct fused ops (ONNX's limit on local functions)"
+    return [group for key, group in zip(keys, chosen) if key in kept]
+
+
 def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
     reasons = dict(candidates.reasons)
     score = _Scores(analysis, scorer)
@@ -131,7 +148,7 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
     for pair in scored:
         if any(task.id in used for task in pair.tasks):
             continue
-        triple = _best_third(analysis, score, candidates, pair, used | {t.id for t in pair.tasks})
+        triple = _best_third(analysis, score, candidates, pair, used)
         options = (triple, pair) if triple is not pair else (pair,)
         group = next((g for g in options if not contraction.closes_cycle(_units(g))), None)
         if group is None:
@@ -149,12 +166,8 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
             for task in chosen[g].tasks:
                 reasons[task.id] = "its group would close a cycle with another fused group"
         chosen = [group for g, group in enumerate(chosen) if g not in dropped]
-    if len(chosen) > MAX_FUSED_GROUPS:
-        chosen.sort(key=lambda g: (-g.verdict.gain, g.tasks[0].lo))
-        for group in chosen[MAX_FUSED_GROUPS:]:
-            for task in group.tasks:
-                reasons[task.id] = f"the model already has {MAX_FUSED_GROUPS} fused groups (ONNX's limit on local functions)"
-        chosen = chosen[:MAX_FUSED_GROUPS]
+    if len(chosen) > MAX_FUSED_OPS:
+        chosen = _within_function_limit(analysis, chosen, reasons)
     fused = {task.id for group in chosen for task in group.tasks}
     for task_id in fused:
         reasons.pop(task_id, None)

@@ -34,6 +34,7 @@ class Analysis:
     _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
+    quant_specs: dict[int, object] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def of(model: onnx.ModelProto, supported_ops: frozenset[str] | None = None, *, folds: frozenset[str] = frozenset(),

@@ -80,36 +80,41 @@ def find_candidates(analysis: Analysis) -> Candidates:
     engines = [task.engine for task in fusable]
     reaches = [analysis.reach.mask_from(task.units) for task in fusable]
     owns = [_own_mask(task) for task in fusable]
+    ids = [task.id for task in fusable]
     names = analysis.flat.names
+    buffers = analysis.buffers
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
     first_problem: dict[int, Problem] = {}
+    count = len(fusable)
     for i, a in enumerate(fusable):
         own = partners[a.id]
+        if len(own) >= MAX_PARTNERS:
+            continue
         a_lo, a_hi, a_reach, a_own, a_engine = los[i], his[i], reaches[i], owns[i], engines[i]
-        limit = a_lo + PARTNER_WINDOW
-        for j in range(i + 1, len(fusable)):  # indices, not a slice: a slice copies the tail every time
+        limit, reach_limit = a_lo + PARTNER_WINDOW, a_lo + window
+        for j in range(i + 1, count):  # indices, not a slice: a slice copies the tail every time
             b_lo = los[j]
-            if b_lo > limit or len(own) >= MAX_PARTNERS:
+            if b_lo > limit:
                 break
             if engines[j] is a_engine:
                 continue
-            dependent = (
-                his[j] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
-                or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b
-                # b reaches a: only a's units after b.lo can be reached; shift b's bits onto a's frame
-                or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
-            )
             b = fusable[j]
-            if dependent or hazard(analysis.buffers(a), analysis.buffers(b), names):
-                if a.id not in first_problem or b.id not in first_problem:
+            if (his[j] > reach_limit or a_hi - b_lo > window  # the window cannot tell
+                    or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b
+                    # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
+                    or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
+                    or hazard(buffers(a), buffers(b), names)):
+                if a.id not in first_problem or ids[j] not in first_problem:
                     problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
                     first_problem.setdefault(a.id, problem)
-                    first_problem.setdefault(b.id, problem)
+                    first_problem.setdefault(ids[j], problem)
                 continue
-            pairs.append(Pair(a.id, b.id))
-            own.append(b.id)
-            partners[b.id].append(a.id)
+            pairs.append(Pair(a.id, ids[j]))
+            own.append(ids[j])
+            partners[ids[j]].append(a.id)
+            if len(own) >= MAX_PARTNERS:
+                break
     reasons = {}
     for task in analysis.tasks:
         if task.fusable and not partners[task.id]:

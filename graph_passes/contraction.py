@@ -27,19 +27,20 @@ class Contraction:
         """Would contracting ``units`` (on top of the groups added so far) close a cycle?"""
         inside = set(units)
         limit = max(units) + self._widest
+        successors, group_of, members = self._successors, self._group_of, self._members
         seen = set(inside)
-        stack = [s for u in units for s in self._successors[u] if s not in inside]
+        stack = [s for u in units for s in successors[u] if s not in inside and s <= limit]
         while stack:
             unit = stack.pop()
-            if unit in seen or unit > limit:
+            if unit in seen:
                 continue
-            group = self._group_of.get(unit)
-            for member in self._members[group] if group is not None else (unit,):
+            group = group_of.get(unit)
+            for member in members[group] if group is not None else (unit,):
                 seen.add(member)
-                for succ in self._successors[member]:
+                for succ in successors[member]:
                     if succ in inside:
                         return True
-                    if succ not in seen:
+                    if succ <= limit and succ not in seen:
                         stack.append(succ)
         return False
 

@@ -103,24 +103,23 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
     opsets = [helper.make_opsetid(o.domain, o.version) for o in model.opset_import if o.domain != FUSED_DOMAIN]
     defined: set[int] = set()
     for call in calls:
-        if call.op not in defined:
+        if call.op not in defined:  # the first call of an op type supplies its body
             defined.add(call.op)
             result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
     serial = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
     first_member = {min(call.nodes): number for number, call in enumerate(calls)}
-    replaced = {index for call in calls for index in call.nodes}
-    slots: list[tuple[int, int]] = []
-    for index in range(flat.node_count):
-        number = first_member.get(index)
-        if number is not None:
-            slots.append((1, number))
-        elif index not in replaced:
-            slots.append((0, index))
+    replaced = bytearray(flat.node_count)
+    for call in calls:
+        for index in call.nodes:
+            replaced[index] = 1
+    slots = [(1, first_member[index]) if index in first_member else (0, index)
+             for index in range(flat.node_count) if not replaced[index] or index in first_member]
+    originals = list(model.graph.node)  # one walk; indexing the repeated field builds a wrapper per access
     nodes: list[onnx.NodeProto] = []
     for slot in _order(flat, slots, calls):
         kind, index = slots[slot]
         if not kind:
-            nodes.append(model.graph.node[index])
+            nodes.append(originals[index])
             continue
         call = calls[index]
         nodes.append(onnx.NodeProto(

@@ -12,6 +12,7 @@ the lowest-gain group of any cycle is dropped until none is left.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import networkx as nx
 
@@ -26,8 +27,7 @@ from hexfuse.graph_passes.tasks import Task
 MAX_FUSED_OPS = 10_000  # onnx.checker refuses models with more local functions (one per distinct group)
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     tasks: tuple[Task, ...]  # ordered by first unit
     verdict: Verdict
 
@@ -85,26 +85,29 @@ def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
         for task in group.tasks:
             for unit in task.units:
                 rep[unit] = count + g
-    successors: dict[int, set[int]] = {}
+    # Kahn on the quotient peels everything acyclic in linear time (an edge inside a group is skipped,
+    # parallel edges are counted as often as they are walked); only what is left needs the SCC search.
+    successors: list[list[int]] = [[] for _ in range(count + len(groups))]
     indegree = [0] * (count + len(groups))
-    for unit, succ in enumerate(analysis.units.successors):
-        for target in succ:
-            a, b = rep[unit], rep[target]
-            if a != b and b not in successors.setdefault(a, set()):
-                successors[a].add(b)
+    for unit, targets in enumerate(analysis.units.successors):
+        a = rep[unit]
+        for target in targets:
+            b = rep[target]
+            if a != b:
+                successors[a].append(b)
                 indegree[b] += 1
-    # Kahn peels everything acyclic in linear time; only what is left needs the SCC search.
-    ready = [node for node in set(rep) if indegree[node] == 0]
+    nodes = set(rep)
+    ready = [node for node in nodes if indegree[node] == 0]
     while ready:
         node = ready.pop()
-        for target in successors.get(node, ()):
+        for target in successors[node]:
             indegree[target] -= 1
             if indegree[target] == 0:
                 ready.append(target)
-    left = {node for node in set(rep) if indegree[node] > 0}
+    left = {node for node in nodes if indegree[node] > 0}
     if not left:
         return []
-    residual = nx.DiGraph((a, b) for a in left for b in successors.get(a, ()) if b in left)
+    residual = nx.DiGraph((a, b) for a in left for b in successors[a] if b in left)
     return [
         sorted(node - count for node in scc if node >= count)
         for scc in nx.strongly_connected_components(residual) if len(scc) > 1
@@ -129,24 +132,27 @@ def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dic
 def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
     reasons = dict(candidates.reasons)
     score = _Scores(analysis, scorer)
-    scored: list[Group] = []
+    scored: list[tuple] = []
+    tasks_by_id, level_range = analysis.tasks, analysis.level_range
     for pair in candidates.pairs:
-        tasks = (analysis.tasks[pair.first], analysis.tasks[pair.second])
-        verdict = score(tasks)
+        first, second = tasks_by_id[pair.first], tasks_by_id[pair.second]
+        verdict = score((first, second))
         if verdict.accepted:
-            scored.append(Group(tasks, verdict))
+            # Pairs that become ready together first: groups on one ASAP level can never close a cycle
+            # (every quotient edge then goes up a level), while pairing early with late work across two
+            # branches ({a1, b2} and {a2, b1}) does. Within a level gap, the best predicted gain first.
+            (low_a, high_a), (low_b, high_b) = level_range(first), level_range(second)
+            gap = max(0, max(low_a, low_b) - min(high_a, high_b))
+            scored.append((gap, -verdict.gain, first.units[0], second.units[0], Group((first, second), verdict)))
         else:
-            for task in tasks:
+            for task in (first, second):
                 reasons.setdefault(task.id, f"best partner rejected by {scorer.name} scorer: {verdict.reason}")
-    # Pairs that become ready together first: groups on one ASAP level can never close a cycle (every
-    # quotient edge then goes up a level), while pairing early with late work across two branches
-    # ({a1, b2} and {a2, b1}) does. Within a level gap, the best predicted gain first.
-    scored.sort(key=lambda g: (level_gap(analysis, *g.tasks), -g.verdict.gain, g.tasks[0].lo, g.tasks[1].lo))
+    scored.sort(key=lambda entry: entry[:4])
     used: set[int] = set()
     chosen: list[Group] = []
     contraction = Contraction(analysis.units.successors)
-    for pair in scored:
-        if any(task.id in used for task in pair.tasks):
+    for *_, pair in scored:
+        if pair.tasks[0].id in used or pair.tasks[1].id in used:
             continue
         triple = _best_third(analysis, score, candidates, pair, used)
         options = (triple, pair) if triple is not pair else (pair,)

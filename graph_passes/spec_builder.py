@@ -55,32 +55,26 @@ def _quant_of(analysis: Analysis, index: int) -> QuantSpec | None:
     return QuantSpec(dtype, tuple(float(v) for v in np.ravel(scale)), zero_points, axis)
 
 
-def _quant_params(analysis: Analysis) -> dict[str, QuantSpec]:
-    """Quantization of every tensor that a Q produces or a DQ reads, model-wide."""
+def quant_of(analysis: Analysis, tensor: int) -> QuantSpec | None:
+    """Quantization of a tensor a Q produces or a DQ reads (the last such node in graph order wins)."""
     flat = analysis.flat
-    result: dict[str, QuantSpec] = {}
-    for index, op_type in enumerate(flat.op_types):
-        if op_type not in ("QuantizeLinear", "DequantizeLinear") or flat.domains[index] not in ONNX_DOMAINS:
-            continue
-        quant = _quant_of(analysis, index)
-        if quant is not None:
-            tensor = flat.inputs[index][0] if op_type == "DequantizeLinear" else flat.outputs[index][0]
-            result[flat.names[tensor]] = quant
-    return result
-
-
-def quant_params(analysis: Analysis) -> dict[str, QuantSpec]:
-    """Quantization by tensor name, model-wide (computed once per analysis)."""
-    cache = analysis.tensor_specs
-    if "" not in cache:
-        cache[""] = _quant_params(analysis)  # "" is never a tensor name
-    return cache[""]
+    cache = analysis.quant_specs
+    if tensor in cache:
+        return cache[tensor]
+    definers = [u for u in flat.consumers[tensor] if flat.op_types[u] == "DequantizeLinear" and flat.inputs[u][0] == tensor]
+    source = flat.producer[tensor]
+    if source >= 0 and flat.op_types[source] == "QuantizeLinear":
+        definers.append(source)
+    quant = None
+    for index in sorted(definers):
+        if flat.domains[index] in ONNX_DOMAINS:
+            quant = _quant_of(analysis, index) or quant
+    cache[tensor] = quant
+    return quant
 
 
 def tensor_spec(analysis: Analysis, name: str) -> TensorSpec:
     cache = analysis.tensor_specs
-    if "" not in cache:
-        quant_params(analysis)
     spec = cache.get(name)
     if spec is None:
         flat = analysis.flat
@@ -88,8 +82,8 @@ def tensor_spec(analysis: Analysis, name: str) -> TensorSpec:
         kind = flat.type(tensor)
         if kind is None or kind.dtype is None:
             raise HexfuseError(f"tensor {name!r} has no known tensor type")
-        quant = cache[""].get(name)
-        spec = cache[name] = TensorSpec(name, kind.dtype, kind.shape or (), bool(flat.static[tensor]), quant)
+        spec = cache[name] = TensorSpec(name, kind.dtype, kind.shape or (), bool(flat.static[tensor]),
+                                        quant_of(analysis, tensor))
     return spec
 
 

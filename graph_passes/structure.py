@@ -1,16 +1,19 @@
 """Structure keys, computed from the flat graph without building specs.
 
-    task key    engine, ops, attributes and tensor types (shape, dtype, static, quantized) of a task,
-                without names or wiring: equal keys cost the same, so the scorer runs once per key
-                (the same pair in every layer of an LM is scored once)
-    group key   a group up to renaming: every tensor is replaced by its first-appearance number, so
-                equal keys mean identical function bodies and signatures, and groups with equal keys
-                share one function and one op type. Tensors also carry what the op package may bake
-                into a kernel: quantization parameters and the values of small integer constants
-                (shapes, axes, pads). Weights stay fused-node inputs, so they may differ.
+    task key    a task up to renaming: its ops and attributes, each tensor numbered by first
+                appearance with its type (shape, dtype, static, quantized), and which numbers are the
+                task's inputs and outputs. Equal keys cost the same, so the scorer runs once per key
+                (the same pair in every layer of an LM is scored once).
+    group key   the tasks' keys, which task inputs are the same tensor, and what the op package may
+                bake into a kernel: quantization parameters and the values of small integer constants
+                (shapes, axes, pads). Equal keys mean identical function bodies and signatures up to
+                renaming, so such groups share one function and one op type. Weights stay fused-node
+                inputs, so they may differ.
 
-Both are interned to small integers; the task boundary (inputs read from outside, outputs used
-outside, in node order) is computed here too, since both keys and the specs need it.
+Why the group key is exact: the tasks of a group are independent, so no task reads or writes a tensor
+another task produces; the only tensors two tasks can share are inputs, and the key lists them.
+Keys are interned to small integers; the task boundary is computed here too (the keys and the specs
+both need it).
 """
 
 from __future__ import annotations
@@ -43,15 +46,15 @@ class Structures:
     def __init__(self, analysis: Analysis) -> None:
         self.analysis = analysis
         self.flat = analysis.flat
+        self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
         self._intern: dict[object, int] = {}
         self._attributes: dict[int, int] = {}
-        self._nodes: dict[int, int] = {}
         self._tasks: dict[int, int] = {}
+        self._tensors: dict[int, tuple[int, ...]] = {}  # task -> its tensors in numbering order
+        self._shared: dict[int, int] = {}  # task -> key with baked values
         self._groups: dict[tuple[int, ...], int] = {}
         self._boundaries: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        self._quantized: bytearray | None = None
-        self._values: dict[int, object] = {}
-        self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
+        self._baked_values: dict[int, object] = {}
 
     def _id(self, key: object) -> int:
         value = self._intern.get(key)
@@ -60,51 +63,53 @@ class Structures:
         return value
 
     # -- facts per tensor and node ---------------------------------------------------------------
+    @cached_property
     def quantized(self) -> bytearray:
-        """Tensors a QuantizeLinear produces or a DequantizeLinear reads, with constant parameters."""
-        if self._quantized is None:
-            flat = self.flat
-            marks = bytearray(len(flat.names))
-            for index, op_type in enumerate(flat.op_types):
-                if op_type in ("QuantizeLinear", "DequantizeLinear") and flat.domains[index] in ONNX_DOMAINS:
-                    ins = flat.inputs[index]
-                    if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
-                        continue  # spec_builder gives no QuantSpec without a constant scale ...
-                    if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
-                        continue  # ... or zero point
-                    marks[ins[0] if op_type == "DequantizeLinear" else flat.outputs[index][0]] = 1
-            self._quantized = marks
-        return self._quantized
+        """Tensors a QuantizeLinear produces or a DequantizeLinear reads, with constant parameters
+        (the tensors spec_builder gives a QuantSpec)."""
+        flat = self.flat
+        marks = bytearray(len(flat.names))
+        for index, op_type in enumerate(flat.op_types):
+            if op_type in ("QuantizeLinear", "DequantizeLinear") and flat.domains[index] in ONNX_DOMAINS:
+                ins = flat.inputs[index]
+                if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
+                    continue
+                if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
+                    continue
+                marks[ins[0] if op_type == "DequantizeLinear" else flat.outputs[index][0]] = 1
+        return marks
+
+    @cached_property
+    def _signatures(self) -> list[int]:
+        """Per tensor: type id, static and quantized flags in one int (unknown types stay negative)."""
+        flat = self.flat
+        return [(kind << 2) | (static << 1) | quant
+                for kind, static, quant in zip(flat.type_of, flat.static, self.quantized)]
+
+    @cached_property
+    def _may_bake(self) -> bytearray:
+        """Tensors whose values a kernel generator might bake: quantized ones and constants."""
+        flat = self.flat
+        marks = bytearray(self.quantized)
+        for tensor, static in enumerate(flat.static):
+            if static:
+                marks[tensor] = 1
+        for index, op_type in enumerate(flat.op_types):
+            if op_type == "Constant":
+                for tensor in flat.outputs[index]:
+                    if tensor >= 0:
+                        marks[tensor] = 1
+        return marks
 
     def attributes(self, index: int) -> int:
         key = self._attributes.get(index)
         if key is None:
             flat = self.flat
             if _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
-                node = flat.nodes[index]
-                key = self._id(("attrs", tuple(a.SerializeToString() for a in node.attribute)))
+                key = self._id(("attrs", tuple(a.SerializeToString() for a in flat.nodes[index].attribute)))
             else:
                 key = -1  # the schema defines no attribute, and the checker refuses unknown ones
             self._attributes[index] = key
-        return key
-
-    @cached_property
-    def _signatures(self) -> list[int]:
-        """Per tensor: type id, static and quantized flags in one int (-1 ids stay negative)."""
-        flat, quantized = self.flat, self.quantized()
-        return [(kind << 2) | (static << 1) | quant for kind, static, quant in zip(flat.type_of, flat.static, quantized)]
-
-    def _tensor(self, tensor: int) -> int | None:
-        return self._signatures[tensor] if tensor >= 0 else None
-
-    def node(self, index: int) -> int:
-        key = self._nodes.get(index)
-        if key is None:
-            flat, signatures = self.flat, self._signatures
-            key = self._nodes[index] = self._id((
-                flat.op_types[index], flat.domains[index], self.attributes(index),
-                tuple(signatures[t] if t >= 0 else None for t in flat.inputs[index]),
-                tuple(signatures[t] if t >= 0 else None for t in flat.outputs[index])))
         return key
 
     # -- tasks -----------------------------------------------------------------------------------
@@ -116,12 +121,45 @@ class Structures:
         return cached
 
     def task(self, task: Task) -> int:
+        """The task up to renaming, without baked values: the scoring key."""
         key = self._tasks.get(task.id)
         if key is None:
-            inputs, outputs = self.boundary(task)
-            key = self._tasks[task.id] = self._id((
-                task.engine.value, tuple(self.node(i) for i in self.analysis.task_nodes(task)),
-                tuple(map(self._tensor, inputs)), tuple(map(self._tensor, outputs))))
+            key = self._tasks[task.id] = self._task(task)
+        return key
+
+    def _task(self, task: Task) -> int:
+        flat, attributes = self.flat, self.attributes
+        op_types, domains, inputs, outputs = flat.op_types, flat.domains, flat.inputs, flat.outputs
+        local: dict[int, int] = {}
+        rows = []
+        for index in self.analysis.task_nodes(task):
+            numbers = []
+            for ports in (inputs[index], outputs[index]):
+                row = []
+                for tensor in ports:
+                    if tensor < 0:
+                        row.append(-1)
+                        continue
+                    number = local.get(tensor)
+                    if number is None:
+                        number = local[tensor] = len(local)
+                    row.append(number)
+                numbers.append(tuple(row))
+            rows.append((op_types[index], domains[index], attributes(index), numbers[0], numbers[1]))
+        ins, outs = self.boundary(task)
+        signatures = self._signatures
+        self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
+        return self._id((task.engine.value, tuple(rows), tuple(signatures[t] for t in local),
+                         tuple(local[t] for t in ins), tuple(local[t] for t in outs)))
+
+    def _task_shared(self, task: Task) -> int:
+        """The task key with the values a kernel may bake (module docstring)."""
+        key = self._shared.get(task.id)
+        if key is None:
+            base = self.task(task)
+            may_bake = self._may_bake
+            baked = tuple((n, self._baked(t)) for n, t in enumerate(self._tensors[task.id]) if may_bake[t])
+            key = self._shared[task.id] = self._id((base, baked))
         return key
 
     # -- groups ----------------------------------------------------------------------------------
@@ -133,71 +171,55 @@ class Structures:
         return inputs, outputs
 
     def group(self, tasks: Sequence[Task]) -> int:
-        """The group up to renaming (module docstring): equal keys may share one op type."""
+        """The group up to renaming, baked values included: equal keys may share one op type."""
         ids = tuple(task.id for task in tasks)
         key = self._groups.get(ids)
         if key is None:
-            key = self._groups[ids] = self._group(tasks)
+            first: dict[int, tuple[int, int]] = {}
+            shared = []  # (task, input position, first task, its position) for inputs read by two tasks
+            for j, task in enumerate(tasks):
+                for position, tensor in enumerate(self.boundary(task)[0]):
+                    seen = first.setdefault(tensor, (j, position))
+                    if seen[0] != j:
+                        shared.append((j, position, *seen))
+            key = self._groups[ids] = self._id(("group", tuple(map(self._task_shared, tasks)), tuple(shared)))
         return key
 
-    def _group(self, tasks: Sequence[Task]) -> int:
-        flat, local = self.flat, {}
-
-        def number(tensor: int) -> int:
-            if tensor < 0:
-                return -1
-            found = local.get(tensor)
-            if found is None:
-                found = local[tensor] = len(local)
-            return found
-
-        body = []
-        for task in tasks:
-            body.append(task.engine.value)  # separates tasks
-            for index in self.analysis.task_nodes(task):
-                # the node key holds op, attributes and tensor types; the numbers hold the wiring
-                body.append((self.node(index), tuple(map(number, flat.inputs[index])),
-                             tuple(map(number, flat.outputs[index]))))
-        inputs, outputs = self.group_io(tasks)
-        signature = (tuple(map(number, inputs)), tuple(map(number, outputs)))
-        baked = tuple(map(self._baked, local))  # dicts keep first-appearance order
-        return self._id(("group", tuple(body), signature, baked))
-
-    def quant_params(self) -> dict[str, object]:
-        from hexfuse.graph_passes.spec_builder import quant_params  # spec_builder imports this module
-
-        return quant_params(self.analysis)
-
     def _baked(self, tensor: int) -> object:
-        """What a kernel generator may bake in besides types: quantization and small integer constants."""
-        if tensor in self._values:
-            return self._values[tensor]
+        if tensor in self._baked_values:
+            return self._baked_values[tensor]
+        from hexfuse.graph_passes.spec_builder import quant_of  # spec_builder imports this module
+
         flat = self.flat
-        quant = self.quant_params().get(flat.names[tensor]) if self.quantized()[tensor] else None
+        quant = quant_of(self.analysis, tensor) if self.quantized[tensor] else None
         value = None
         kind = flat.type(tensor)
         if (kind is not None and kind.dtype is not None and kind.elements <= SMALL_CONSTANT
                 and np.dtype(kind.dtype).kind in "iub" and flat.is_constant(tensor)):
             array = flat.constant_value(tensor)
             value = None if array is None else (str(array.dtype), array.shape, array.tobytes())
-        baked = self._values[tensor] = (quant, value) if quant is not None or value is not None else None
+        baked = self._baked_values[tensor] = (quant, value)
         return baked
 
 
 def boundary(analysis: Analysis, node_indices: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(inputs, outputs) of a set of nodes: tensors read from outside, tensors used outside (or graph outputs)."""
     flat = analysis.flat
+    inputs_of, outputs_of, consumers, graph_outputs = flat.inputs, flat.outputs, flat.consumers, flat.graph_outputs
+    if len(node_indices) == 1:
+        index = node_indices[0]
+        outs = outputs_of[index]
+        ins = tuple(dict.fromkeys(t for t in inputs_of[index] if t >= 0 and t not in outs))
+        return ins, tuple(t for t in outs if t >= 0 and (t in graph_outputs or any(u != index for u in consumers[t])))
     inside = set(node_indices)
-    produced = {t for i in node_indices for t in flat.outputs[i] if t >= 0}
+    produced = {t for i in node_indices for t in outputs_of[i] if t >= 0}
     inputs: dict[int, None] = {}
     outputs: dict[int, None] = {}
     for index in node_indices:
-        for tensor in flat.inputs[index]:
+        for tensor in inputs_of[index]:
             if tensor >= 0 and tensor not in produced:
                 inputs[tensor] = None
-        for tensor in flat.outputs[index]:
-            if tensor < 0:
-                continue
-            if tensor in flat.graph_outputs or any(user not in inside for user in flat.consumers[tensor]):
+        for tensor in outputs_of[index]:
+            if tensor >= 0 and (tensor in graph_outputs or any(user not in inside for user in consumers[tensor])):
                 outputs[tensor] = None
     return tuple(inputs), tuple(outputs)

@@ -178,61 +178,76 @@ class _Blockers:
         return engine, None
 
 
+def _group_successors(flat: FlatGraph, groups: list[list[int]], group_of: list[int] | None) -> list[list[int]]:
+    """Per group, the groups reading its outputs (ascending, each once)."""
+    outputs, consumers = flat.outputs, flat.consumers
+    if group_of is None:  # every node its own unit: consumers lists are already sorted and unique
+        result = []
+        for outs in outputs:
+            if len(outs) == 1:
+                result.append(consumers[outs[0]] if outs[0] >= 0 else [])
+            else:
+                result.append(sorted({user for t in outs if t >= 0 for user in consumers[t]}))
+        return result
+    result = []
+    for gid, group in enumerate(groups):
+        targets = {group_of[user] for index in group for t in outputs[index] if t >= 0 for user in consumers[t]}
+        targets.discard(gid)
+        result.append(sorted(targets))
+    return result
+
+
 def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
                 label: Callable[[int], str] | None = None) -> UnitGraph:
     """Units of the model. ``supported_ops``: the backend's capability table (None = no limit);
     ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes."""
     label = label or (lambda index: f"#{index} {flat.op_types[index]}")
     groups = _group_nodes(flat, folds)
-    ops, consumers = flat.op_types, flat.consumers
-    group_of = list(range(len(ops)))
+    ops, domains = flat.op_types, flat.domains
+    group_of: list[int] | None = None
     if len(groups) != len(ops):
+        group_of = [0] * len(ops)
         for gid, group in enumerate(groups):
             for index in group:
                 group_of[index] = gid
-    succ: list[set[int]] = []
-    for gid, group in enumerate(groups):
-        targets = set()
-        for index in group:
-            for tensor in flat.outputs[index]:
-                if tensor >= 0:
-                    for user in consumers[tensor]:
-                        targets.add(group_of[user])
-        targets.discard(gid)
-        succ.append(targets)
+    succ = _group_successors(flat, groups, group_of)
     # ASAP levels over the group DAG. Groups are ordered by their last node, which is a topological
     # order: edges leave a unit only from its last node (the op, the Q or the epilogue that alone reads it).
     last = [group[-1] for group in groups]
-    order = range(len(groups)) if last == sorted(last) else sorted(range(len(groups)), key=last.__getitem__)
+    order = range(len(groups)) if all(a < b for a, b in zip(last, last[1:])) else sorted(range(len(groups)), key=last.__getitem__)
     level = [0] * len(groups)
     for gid in order:
         next_level = level[gid] + 1
         for user in succ[gid]:
             if level[user] < next_level:
                 level[user] = next_level
-    ranked = sorted(range(len(groups)), key=lambda g: (level[g], last[g]))
+    buckets: list[list[int]] = [[] for _ in range(max(level, default=0) + 1)]
+    for gid in order:  # by level, then by last node (a stable bucket sort)
+        buckets[level[gid]].append(gid)
+    ranked = [gid for bucket in buckets for gid in bucket]
     position = [0] * len(groups)
     for pos, gid in enumerate(ranked):
         position[gid] = pos
-    engines = {key: engine_of(*key) for key in set(zip(ops, flat.domains))}
+    engines = {key: engine_of(*key) for key in set(zip(ops, domains))}
     constant = _constant_nodes(flat, engines)
     blockers = _Blockers(flat, supported_ops, label)
-    nodes, cores, unit_engines, unit_blockers, levels = [], [], [], [], []
+    nodes, cores, unit_engines, unit_blockers, levels, successors = [], [], [], [], [], []
     for gid in ranked:
         group = groups[gid]
         core = next((i for i in group if ops[i] not in _QDQ), group[0]) if len(group) > 1 else group[0]
-        is_constant = all(constant[i] for i in group)
-        engine, blocker = blockers.of(group, core, engines[ops[core], flat.domains[core]], is_constant)
+        is_constant = constant[core] and all(constant[i] for i in group)
+        engine, blocker = blockers.of(group, core, engines[ops[core], domains[core]], is_constant)
         nodes.append(tuple(group))
         cores.append(core)
         unit_engines.append(engine)
         unit_blockers.append(blocker)
         levels.append(level[gid])
-    successors = [tuple(sorted(position[s] for s in succ[gid])) for gid in ranked]
+        targets = succ[gid]
+        successors.append((position[targets[0]],) if len(targets) == 1 else tuple(sorted(position[t] for t in targets)))
     predecessors: list[list[int]] = [[] for _ in groups]
     for pos, users in enumerate(successors):
         for user in users:
             predecessors[user].append(pos)
-    unit_of = [position[group_of[i]] for i in range(len(ops))]
+    unit_of = [position[g] for g in group_of] if group_of is not None else position
     return UnitGraph(nodes, cores, unit_engines, unit_blockers, levels, unit_of, successors,
                      [tuple(p) for p in predecessors])

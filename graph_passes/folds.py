@@ -9,10 +9,11 @@ constant, into the weights and bias of the matrix op before it. Priced apart, su
 look like HVX work and be paired with another branch's Conv; folded, it is part of the matrix task.
 Which epilogues a target folds is data (``folds`` in qnn_configs/targets/*.json).
 
-An epilogue folds only when it provably can: its data input is the matrix op's (or a folded
-epilogue's) only use, float, not a graph output; its other operands are constants; and the constant
-varies along the output-channel axis alone (axis 1 of a Conv output, the last axis of a MatMul/Gemm
-output), so that folding it into weights and bias is exact.
+An epilogue folds only when it provably can: the matrix op's weights are constant (a MatMul of two
+activations, like attention's, has no weights to fold into); the epilogue's data input is the matrix
+op's (or a folded epilogue's) only use, float, not a graph output; its other operands are constants;
+and the constant varies along the output-channel axis alone (axis 1 of a Conv output, the last axis
+of a MatMul/Gemm output), so that folding it into weights and bias is exact.
 """
 
 from __future__ import annotations
@@ -41,24 +42,32 @@ def _per_channel(flat: FlatGraph, constant: int, data: int, channel_last: bool) 
     return all(dim == 1 or (offset + axis == channel and dim == out[channel]) for axis, dim in enumerate(const))
 
 
-def fold_source(flat: FlatGraph, index: int, host_of: dict[int, str], folds: frozenset[str]) -> int | None:
+def is_host(flat: FlatGraph, index: int, constant: bytearray) -> bool:
+    """A Conv / MatMul / Gemm whose weights (input 1) are constant: epilogues can fold into them."""
+    ins = flat.inputs[index]
+    return (flat.op_types[index] in HOSTS and flat.domains[index] in ONNX_DOMAINS and len(ins) > 1
+            and ins[1] >= 0 and bool(constant[ins[1]]))
+
+
+def fold_source(flat: FlatGraph, index: int, host_of: dict[int, str], folds: frozenset[str],
+                constant: bytearray) -> int | None:
     """The node whose unit ``index`` folds into, or None. ``host_of`` maps matrix hosts and the
-    epilogues already folded into them to the host's op type."""
+    epilogues already folded into them to the host's op type; ``constant`` marks tensors computed
+    from constants alone (the runtime folds them, and so can the converter)."""
     op_type = flat.op_types[index]
     if op_type not in folds or flat.domains[index] not in ONNX_DOMAINS:
         return None
     ins, outs = flat.inputs[index], flat.outputs[index]
     if op_type == BATCH_NORM:
-        if len(ins) != 5 or any(t < 0 or not flat.is_constant(t) for t in ins[1:]) or any(t >= 0 for t in outs[1:]):
+        if len(ins) != 5 or any(t < 0 or not constant[t] for t in ins[1:]) or any(t >= 0 for t in outs[1:]):
             return None
         data, constants = ins[0], ()
     else:
         if len(ins) != 2 or ins[0] < 0 or ins[1] < 0:
             return None
-        constant = [flat.is_constant(t) for t in ins]
-        if constant[0] == constant[1]:
+        if constant[ins[0]] == constant[ins[1]]:
             return None
-        data, constants = (ins[1], (ins[0],)) if constant[0] else (ins[0], (ins[1],))
+        data, constants = (ins[1], (ins[0],)) if constant[ins[0]] else (ins[0], (ins[1],))
     source = flat.producer[data]
     host = host_of.get(source)
     if host is None or flat.consumers[data] != [index] or data in flat.graph_outputs:

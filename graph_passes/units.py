@@ -28,7 +28,7 @@ import onnx
 
 from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of
 from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
-from hexfuse.graph_passes.folds import HOSTS, fold_source
+from hexfuse.graph_passes.folds import HOSTS, fold_source, is_host
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 _SHAPE_DTYPES = ("int64", "int32")
@@ -76,15 +76,16 @@ def _single_consumer(flat: FlatGraph, tensor: int) -> int | None:
     return users[0]
 
 
-def _owners(flat: FlatGraph, folds: frozenset[str]) -> list[int]:
-    """Per node, the node whose unit it joins (itself for a unit's core)."""
+def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[int]:
+    """Per node, the node whose unit it joins (itself for a unit's core). ``constant``: tensors
+    computed from constants alone."""
     ops, domains = flat.op_types, flat.domains
     owner = list(range(len(ops)))
     special = {*_QDQ, *folds}
     host_of: dict[int, str] = {}  # matrix ops and the epilogues folded into them -> host op type
     dequantize = []
     for index, op_type in enumerate(ops):
-        if op_type in HOSTS and folds:
+        if folds and op_type in HOSTS and is_host(flat, index, constant):
             host_of[index] = op_type
         if op_type not in special or domains[index] not in ONNX_DOMAINS:
             continue
@@ -98,7 +99,7 @@ def _owners(flat: FlatGraph, folds: frozenset[str]) -> list[int]:
             if params_static and _single_consumer(flat, flat.inputs[index][0]) == index:
                 owner[index] = owner[source]
         else:
-            source = fold_source(flat, index, host_of, folds)
+            source = fold_source(flat, index, host_of, folds, constant)
             if source is not None:
                 owner[index] = owner[source]
                 host_of[index] = host_of[source]
@@ -109,9 +110,9 @@ def _owners(flat: FlatGraph, folds: frozenset[str]) -> list[int]:
     return owner
 
 
-def _group_nodes(flat: FlatGraph, folds: frozenset[str]) -> list[list[int]]:
+def _group_nodes(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[list[int]]:
     """Partition node indices into units (lists of node indices), ordered by core."""
-    owner = _owners(flat, folds)
+    owner = _owners(flat, folds, constant)
     if all(owner[i] == i for i in range(len(owner))):
         return [[i] for i in range(len(owner))]
     members: dict[int, list[int]] = {}
@@ -120,9 +121,9 @@ def _group_nodes(flat: FlatGraph, folds: frozenset[str]) -> list[list[int]]:
     return [members[core] for core in sorted(members)]
 
 
-def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> bytearray:
-    """Nodes computed from initializers and constants alone: runtimes fold them, so they stay outside
-    fused nodes (their outputs become static inputs) and never anchor a task."""
+def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> tuple[bytearray, bytearray]:
+    """(nodes, tensors) computed from initializers and constants alone: runtimes fold them, so such
+    nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task."""
     constant = bytearray(flat.initializer)  # IR<4 models list weights as inputs too: still weights
     result = bytearray(flat.node_count)
     for index, ins in enumerate(flat.inputs):
@@ -135,7 +136,7 @@ def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> 
                 for tensor in flat.outputs[index]:
                     if tensor >= 0:
                         constant[tensor] = 1
-    return result
+    return result, constant
 
 
 class _Blockers:
@@ -202,8 +203,10 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     """Units of the model. ``supported_ops``: the backend's capability table (None = no limit);
     ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes."""
     label = label or (lambda index: f"#{index} {flat.op_types[index]}")
-    groups = _group_nodes(flat, folds)
     ops, domains = flat.op_types, flat.domains
+    engines = {key: engine_of(*key) for key in set(zip(ops, domains))}
+    constant, constant_tensors = _constant_nodes(flat, engines)
+    groups = _group_nodes(flat, folds, constant_tensors)
     group_of: list[int] | None = None
     if len(groups) != len(ops):
         group_of = [0] * len(ops)
@@ -228,8 +231,6 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     position = [0] * len(groups)
     for pos, gid in enumerate(ranked):
         position[gid] = pos
-    engines = {key: engine_of(*key) for key in set(zip(ops, domains))}
-    constant = _constant_nodes(flat, engines)
     blockers = _Blockers(flat, supported_ops, label)
     nodes, cores, unit_engines, unit_blockers, levels, successors = [], [], [], [], [], []
     for gid in ranked:

@@ -30,6 +30,8 @@ class NodeLabels:
         self.sources = sources
         self.copies = copies
         self.upgraded_to = upgraded_to
+        self._file_names: list[str] | None = None
+        self._file_ops: list[str] | None = None
 
     @property
     def file_nodes(self) -> int:
@@ -51,5 +53,8 @@ class NodeLabels:
         return f"{label} (copy)" if node in self.copies else label
 
     def of_file(self, index: int) -> str:
-        node = self.file.node[index]
-        return f"{node.op_type} {node.name!r}" if node.name else f"#{index} {node.op_type}"
+        if self._file_names is None:  # one walk: indexing a protobuf repeated field builds a wrapper per access
+            self._file_names = [node.name for node in self.file.node]
+            self._file_ops = [node.op_type for node in self.file.node]
+        name, op_type = self._file_names[index], self._file_ops[index]
+        return f"{op_type} {name!r}" if name else f"#{index} {op_type}"

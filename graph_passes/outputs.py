@@ -36,7 +36,8 @@ def _cost_scorer(scorer: Scorer):
     return scorer if isinstance(scorer, CostScorer) else None
 
 
-def analysis_report(result: AnalyzeResult, scorer: Scorer, title: str, verification: Verification | None = None) -> dict[str, Any]:
+def analysis_report(result: AnalyzeResult, scorer: Scorer, title: str, verification: Verification | None = None,
+                    every_task: bool = True) -> dict[str, Any]:
     """The report's data, with the whole-model cost summary where the scorer is the cost model."""
     cost = _cost_scorer(scorer)
     summary = None
@@ -44,7 +45,7 @@ def analysis_report(result: AnalyzeResult, scorer: Scorer, title: str, verificat
         from hexfuse.graph_passes.cost.summary import summarize
 
         summary = summarize(result.analysis, result.selection.groups, cost)
-    return report_data(result, scorer, title, summary, verification)
+    return report_data(result, scorer, title, summary, verification, every_task)
 
 
 def report_json(data: dict[str, Any]) -> str:
@@ -64,7 +65,11 @@ def verify_result(result: FuseResult, seed: int = 0) -> Verification:
     if labels is not None and labels.sources is not None:
         original = {loaded: edited for edited, loaded in enumerate(labels.sources) if edited not in labels.copies}
         copies = {edited: original[labels.sources[edited]] for edited in labels.copies}
-    types = {flat.names[t]: info for t, info in flat.type_source.items()}
+
+    def types(name: str):
+        tensor = flat.ids.get(name)
+        return flat.type_source.get(tensor) if tensor is not None else None
+
     verification = verify(analyzed.loaded.raw, analyzed.prepared, result.model_bytes, representatives,
                           {node.node_name: list(node.nodes) for node in analyzed.fused_nodes}, copies, types,
                           analyzed.loaded.upgraded_from is not None, seed)
@@ -79,7 +84,8 @@ def write_fused(result: FuseResult, out: Path, scorer: Scorer, check: bool = Tru
     """Verify (``check``), then write every output; the input is never touched."""
     out = Path(out)
     verification = verify_result(result) if check and result.changed else None
-    data = analysis_report(result.analyzed, scorer, f"fusion of {result.analyzed.loaded.path.name}", verification)
+    data = analysis_report(result.analyzed, scorer, f"fusion of {result.analyzed.loaded.path.name}", verification,
+                           every_task=False)  # the Markdown names reason kinds, not every task
     write_outputs(result, out, render_report(data))
     paths = [out, out.with_suffix(".hexfuse.json"), out.with_suffix(".hexfuse.md")]
     cost = _cost_scorer(scorer)

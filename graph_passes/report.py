@@ -58,9 +58,11 @@ def _quota(details: dict[str, float], tasks: int) -> list[dict[str, float]] | No
              "tiles": int(details[f"quota.task{i}.tiles"])} for i in range(tasks)]
 
 
-def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None, verification=None) -> dict[str, Any]:
+def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None, verification=None,
+                every_task: bool = True) -> dict[str, Any]:
     """Everything the report says. ``summary``: cost.summary.ModelSummary (None for scorers without a
-    cost model); ``verification``: verify.Verification of a written fused model."""
+    cost model); ``verification``: verify.Verification of a written fused model; ``every_task``: also
+    list every unfused task with its reason (the Markdown shows reason kinds with one example each)."""
     analysis, loaded, labels = result.analysis, result.loaded, result.labels
     target = getattr(scorer, "target", None)
     file_nodes = labels.file_nodes if labels is not None else len(loaded.model.graph.node)
@@ -105,7 +107,8 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         "not_fused": {
             "by_kind": [{"kind": kind, "tasks": count, "example": examples[kind]}
                         for kind, count in sorted(kinds.items(), key=lambda item: (-item[1], item[0]))],
-            "tasks": [{"task": analysis.task_label(analysis.tasks[t]), "reason": reasons[t]} for t in sorted(reasons)],
+            "tasks": [{"task": analysis.task_label(analysis.tasks[t]), "reason": reasons[t]} for t in sorted(reasons)]
+            if every_task else None,
         },
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -63,7 +64,7 @@ class Analysis:
         """Structure keys of tasks and groups (structure.py), shared by selection and naming."""
         from hexfuse.graph_passes.structure import Structures  # structure.py builds on this module
 
-        return Structures(self)
+        return Structures(weakref.proxy(self))  # no reference cycle: see pipeline.gc_paused
 
     def task_nodes(self, task: Task) -> list[int]:
         """Node indices of a task, in the graph's topological order."""

@@ -28,14 +28,17 @@ class BufferMap:
                 ins, outs = flat.inputs[index], flat.outputs[index]
                 if ins and outs and ins[0] >= 0 and outs[0] >= 0:
                     parent[outs[0]] = ins[0]
-        self._parent = parent
+        roots: dict[int, int] = {}
+        for tensor in parent:  # nodes are sorted, so a chain's root is resolved before the views on it
+            root, seen = parent[tensor], 0
+            while root in parent and seen <= len(parent):
+                root = roots.get(root) if root in roots else parent[root]
+                seen += 1
+            roots[tensor] = root
+        self._roots = roots
 
     def buffer(self, tensor: int) -> int:
-        seen = 0
-        while tensor in self._parent and seen <= len(self._parent):
-            tensor = self._parent[tensor]
-            seen += 1
-        return tensor
+        return self._roots.get(tensor, tensor)
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,16 @@ class Buffers:
 
 
 def task_buffers(flat: FlatGraph, buffers: BufferMap, node_indices: Sequence[int]) -> Buffers:
+    roots = buffers._roots
+    if len(node_indices) == 1:
+        outs = flat.outputs[node_indices[0]]
+        return Buffers(reads=frozenset(roots.get(t, t) for t in flat.inputs[node_indices[0]] if t >= 0 and t not in outs),
+                       writes=frozenset(roots.get(t, t) for t in outs if t >= 0))
     produced = {t for i in node_indices for t in flat.outputs[i] if t >= 0}
     consumed = {t for i in node_indices for t in flat.inputs[i] if t >= 0 and t not in produced}
     return Buffers(
-        reads=frozenset(buffers.buffer(t) for t in consumed),
-        writes=frozenset(buffers.buffer(t) for t in produced),
+        reads=frozenset(roots.get(t, t) for t in consumed),
+        writes=frozenset(roots.get(t, t) for t in produced),
     )
 
 

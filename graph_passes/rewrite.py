@@ -57,19 +57,13 @@ def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call])
     for tensor, source in enumerate(flat.producer):
         if source < 0:
             produced[tensor] = 1  # graph inputs and initializers
+    ins = [calls[index].inputs if kind else flat.inputs[index] for kind, index in slots]
+    outs = [calls[index].outputs if kind else flat.outputs[index] for kind, index in slots]
     waiting: dict[int, list[int]] = {}
     missing = [0] * len(slots)
     order: list[int] = []
-
-    def ports(slot: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        kind, index = slots[slot]
-        if kind:
-            return calls[index].inputs, calls[index].outputs
-        return flat.inputs[index], flat.outputs[index]
-
     for slot in range(len(slots)):
-        ins, _ = ports(slot)
-        need = {tensor for tensor in ins if tensor >= 0 and not produced[tensor]}
+        need = {tensor for tensor in ins[slot] if tensor >= 0 and not produced[tensor]}
         if need:
             missing[slot] = len(need)
             for tensor in need:
@@ -79,13 +73,14 @@ def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call])
         while stack:
             ready = stack.pop()
             order.append(ready)
-            for tensor in ports(ready)[1]:
+            for tensor in outs[ready]:
                 if tensor >= 0:
                     produced[tensor] = 1
-                    for waiter in waiting.pop(tensor, ()):
-                        missing[waiter] -= 1
-                        if missing[waiter] == 0:
-                            stack.append(waiter)
+                    if tensor in waiting:
+                        for waiter in waiting.pop(tensor):
+                            missing[waiter] -= 1
+                            if missing[waiter] == 0:
+                                stack.append(waiter)
     if len(order) != len(slots):
         raise HexfuseError("internal error: fusing the chosen groups closes a cycle")
     return order

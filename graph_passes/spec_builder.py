@@ -61,6 +61,8 @@ def quant_of(analysis: Analysis, tensor: int) -> QuantSpec | None:
     cache = analysis.quant_specs
     if tensor in cache:
         return cache[tensor]
+    if not analysis.structures.quantized[tensor]:  # no Q produces it, no DQ with constant parameters reads it
+        return None
     definers = [u for u in flat.consumers[tensor] if flat.op_types[u] == "DequantizeLinear" and flat.inputs[u][0] == tensor]
     source = flat.producer[tensor]
     if source >= 0 and flat.op_types[source] == "QuantizeLinear":

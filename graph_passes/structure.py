@@ -128,29 +128,19 @@ class Structures:
         return key
 
     def _task(self, task: Task) -> int:
-        flat, attributes = self.flat, self.attributes
+        flat, attributes, known = self.flat, self.attributes, self._attributes
         op_types, domains, inputs, outputs = flat.op_types, flat.domains, flat.inputs, flat.outputs
         local: dict[int, int] = {}
-        rows = []
-        for index in self.analysis.task_nodes(task):
-            numbers = []
-            for ports in (inputs[index], outputs[index]):
-                row = []
-                for tensor in ports:
-                    if tensor < 0:
-                        row.append(-1)
-                        continue
-                    number = local.get(tensor)
-                    if number is None:
-                        number = local[tensor] = len(local)
-                    row.append(number)
-                numbers.append(tuple(row))
-            rows.append((op_types[index], domains[index], attributes(index), numbers[0], numbers[1]))
+        number = local.setdefault  # len(local) is read first: a new tensor gets the next number
+        rows = [(op_types[i], domains[i], known[i] if i in known else attributes(i),
+                 tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
+                 tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]]))
+                for i in self.analysis.task_nodes(task)]
         ins, outs = self.boundary(task)
         signatures = self._signatures
         self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
-        return self._id((task.engine.value, tuple(rows), tuple(signatures[t] for t in local),
-                         tuple(local[t] for t in ins), tuple(local[t] for t in outs)))
+        return self._id((task.engine.value, tuple(rows), tuple([signatures[t] for t in local]),
+                         tuple([local[t] for t in ins]), tuple([local[t] for t in outs])))
 
     def _task_shared(self, task: Task) -> int:
         """The task key with the values a kernel may bake (module docstring)."""

@@ -36,10 +36,12 @@ def _reason_kind(reason: str) -> str:
 
 def _task_entry(result: AnalyzeResult, task: Task) -> dict[str, Any]:
     analysis = result.analysis
-    units = analysis.units
+    units, ops = analysis.units, analysis.flat.op_types
+    folded = [analysis.label(i) for u in task.units for i in units.nodes[u]
+              if i != units.core[u] and ops[i] in analysis.folds]  # epilogues folded into the unit's matrix op
     return {"engine": task.engine.value, "units": len(task.units), "nodes": len(analysis.task_nodes(task)),
             "compute_ops": [analysis.label(units.core[u]) for u in task.units if units.engine[u].value != "free"]
-            or [analysis.label(units.core[task.units[0]])]}
+            or [analysis.label(units.core[task.units[0]])], "folded": folded}
 
 
 def _times(details: dict[str, float]) -> dict[str, float | None]:
@@ -165,6 +167,8 @@ def _groups(data: dict[str, Any]) -> list[str]:
         tasks = "<br>".join(
             f"{t['engine']}: " + ", ".join(f"`{name}`" for name in t["compute_ops"][:MAX_TASK_NODES])
             + (f", … +{len(t['compute_ops']) - MAX_TASK_NODES}" if len(t["compute_ops"]) > MAX_TASK_NODES else "")
+            + (" + folded " + ", ".join(f"`{name}`" for name in t["folded"][:MAX_TASK_NODES]) if t["folded"] else "")
+            + (f", … +{len(t['folded']) - MAX_TASK_NODES}" if len(t["folded"]) > MAX_TASK_NODES else "")
             + f" ({t['nodes']} nodes)" for t in group["tasks"])
         saved = None if group["t1_us"] is None or group["t4_us"] is None else group["t1_us"] - group["t4_us"]
         lines.append(f"| `{group['fused_node']}` | `{group['op_type']}` | {tasks} | {_cell(group['t1_us'])} | "

@@ -41,7 +41,8 @@ def inception():
 
 def test_every_group_names_nodes_of_the_file(inception):
     file, data = inception
-    labels = [name for group in data["groups"] for task in group["tasks"] for name in task["compute_ops"]]
+    labels = [name for group in data["groups"] for task in group["tasks"] for name in (*task["compute_ops"], *task["folded"])]
+    assert any(task["folded"] for group in data["groups"] for task in group["tasks"])  # BatchNormalization after Conv
     assert labels and all(_in_file(label, file) for label in labels), [x for x in labels if not _in_file(x, file)][:3]
     assert data["model"]["nodes_in_file"] == len(file.node) == 916
     assert data["model"]["opset_upgraded_from"] == 9

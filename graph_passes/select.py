@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import networkx as nx
-
 from hexfuse.graph_passes.analysis import Analysis
 from hexfuse.graph_passes.balance import Scorer, Verdict
 from hexfuse.graph_passes.candidates import Candidates, level_gap
@@ -107,6 +105,8 @@ def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
     left = {node for node in nodes if indegree[node] > 0}
     if not left:
         return []
+    import networkx as nx  # only here: importing it costs more than a small model's whole pass
+
     residual = nx.DiGraph((a, b) for a in left for b in successors[a] if b in left)
     return [
         sorted(node - count for node in scc if node >= count)

@@ -154,8 +154,11 @@ def load_model(path: str | Path) -> LoadedModel:
         )
     file_graph = model.graph
     model, upgraded_from, origin = _upgrade(path, model)
+    # The file's own bytes where they are the model (no external data, no upgrade): the checker and
+    # shape inference parse bytes in C++ anyway, and serializing the model again costs as much.
+    exact = raw if upgraded_from is None and b"location" not in raw else None
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
         # Undefined tensors and unsorted graphs fail the checker too: word the first, sort the second.
         try:
@@ -166,12 +169,13 @@ def load_model(path: str | Path) -> LoadedModel:
         if order is None:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(exc)}") from None
         origin = [origin[i] for i in order] if origin is not None else order
+        exact = None
         try:
             onnx.checker.check_model(model)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(exact or model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:  # InferenceError and C++ errors surface under several types
         raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,

@@ -147,22 +147,29 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
         else:
             for task in (first, second):
                 reasons.setdefault(task.id, f"best partner rejected by {scorer.name} scorer: {verdict.reason}")
-    scored.sort(key=lambda entry: entry[:4])
+    scored.sort()  # (first.lo, second.lo) is unique per pair: the groups themselves are never compared
     used: set[int] = set()
     chosen: list[Group] = []
-    contraction = Contraction(analysis.units.successors)
-    for *_, pair in scored:
-        if pair.tasks[0].id in used or pair.tasks[1].id in used:
+    contraction = Contraction(analysis.units.successors, analysis.units.predecessors)
+    for entry in scored:
+        pair = entry[4]
+        first, second = pair.tasks
+        if first.id in used or second.id in used:
             continue
         triple = _best_third(analysis, score, candidates, pair, used)
-        options = (triple, pair) if triple is not pair else (pair,)
-        group = next((g for g in options if not contraction.closes_cycle(_units(g))), None)
+        group = None
+        for option in (triple, pair) if triple is not pair else (pair,):
+            units = _units(option)
+            if not contraction.closes_cycle(units):
+                group = option
+                break
         if group is None:
             for task in pair.tasks:
                 reasons.setdefault(task.id, "pairing it would close a cycle with groups already chosen")
             continue
-        contraction.add(_units(group))
-        used.update(task.id for task in group.tasks)
+        contraction.add(units)
+        for task in group.tasks:
+            used.add(task.id)
         chosen.append(group)
     # The contraction kept the graph acyclic; check the whole quotient once more, independently.
     while cycles := _cycles(analysis, chosen):

@@ -106,31 +106,25 @@ class FlatGraph:
         for init in graph.initializer:
             intern(init.name)
         get = ids.get
+
+        def port_ids(port_names) -> tuple[int, ...]:
+            row = []
+            for name in port_names:
+                if not name:
+                    row.append(-1)  # an omitted optional input
+                    continue
+                index = get(name)
+                if index is None:
+                    index = ids[name] = len(names)
+                    names.append(name)
+                row.append(index)
+            return tuple(row)
+
         for node in graph.node:
             op_types.append(node.op_type)
             domains.append(node.domain)
-            ins = []
-            for name in node.input:
-                if name:
-                    index = get(name)
-                    if index is None:
-                        index = ids[name] = len(names)
-                        names.append(name)
-                    ins.append(index)
-                else:
-                    ins.append(-1)
-            inputs.append(tuple(ins))
-            outs = []
-            for name in node.output:
-                if name:
-                    index = get(name)
-                    if index is None:
-                        index = ids[name] = len(names)
-                        names.append(name)
-                    outs.append(index)
-                else:
-                    outs.append(-1)
-            outputs.append(tuple(outs))
+            inputs.append(port_ids(node.input))
+            outputs.append(port_ids(node.output))
         for info in graph.output:
             intern(info.name)
         count = len(names)

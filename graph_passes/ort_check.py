@@ -1,6 +1,6 @@
 """ONNX Runtime helpers for checking fused models: seeded inputs, CPU EP sessions, output diffs.
 
-``compare_on_cpu`` runs two whole models side by side (tests, and models the opset upgrade changed);
+``compare_on_cpu`` runs two whole models side by side (tests);
 ``hexfuse fuse`` verifies through graph_passes.verify, which uses the helpers here.
 """
 

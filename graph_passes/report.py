@@ -157,12 +157,16 @@ def _summary(summary: dict[str, Any]) -> list[str]:
         f"{summary['unpriced_units']} units (opaque ops, dynamic shapes, ops without a kernel).", ""]
 
 
+def _table(title: str, text: str, columns: list[str]) -> list[str]:
+    """A Markdown section opening: title, what its numbers mean, table header."""
+    return [title, "", text, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _groups(data: dict[str, Any]) -> list[str]:
-    lines = ["## Fused groups", "",
-             "One row per fused node. Tasks list their compute ops as named in the file. Times per fused node: "
-             "t1 serial today, t4 fused concurrent, saved = t1 - t4; gain is against t2 (best existing).", "",
-             "| fused node | op type | tasks (engine: compute ops) | t1 us | t4 us | saved us | gain | why |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = _table("## Fused groups", "One row per fused node. Tasks list their compute ops as named in the file. "
+                   "Times per fused node: t1 serial today, t4 fused concurrent, saved = t1 - t4; gain is against t2 "
+                   "(best existing).",
+                   ["fused node", "op type", "tasks (engine: compute ops)", "t1 us", "t4 us", "saved us", "gain", "why"])
     for group in data["groups"]:
         tasks = "<br>".join(
             f"{t['engine']}: " + ", ".join(f"`{name}`" for name in t["compute_ops"][:MAX_TASK_NODES])
@@ -177,11 +181,12 @@ def _groups(data: dict[str, Any]) -> list[str]:
 
 
 def _op_types(data: dict[str, Any]) -> list[str]:
-    lines = ["## Op types (one function and one kernel each)", "",
-             "Per fused node: t1 original serial, t2 best existing (QNN DMA prefetch), t3 one entry serial, t4 one "
-             "entry concurrent (us). Entry merge = (t1-t3)/t1 and overlap = (t3-t4)/t1 add up to 1 - t4/t1; gain = 1 - t4/t2.", "",
-             "| op type | fused nodes | tasks | t1 | t2 | t3 | t4 | entry merge | overlap | gain | quota (HVX ctx / VTCM MB / tiles) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = _table("## Op types (one function and one kernel each)",
+                   "Per fused node: t1 original serial, t2 best existing (QNN DMA prefetch), t3 one entry serial, t4 one "
+                   "entry concurrent (us). Entry merge = (t1-t3)/t1 and overlap = (t3-t4)/t1 add up to 1 - t4/t1; "
+                   "gain = 1 - t4/t2.",
+                   ["op type", "fused nodes", "tasks", "t1", "t2", "t3", "t4", "entry merge", "overlap", "gain",
+                    "quota (HVX ctx / VTCM MB / tiles)"])
     for op in data["op_types"]:
         quota = "; ".join(f"{q['hvx_contexts']}/{q['vtcm_mb']:.1f}/{q['tiles']}" for q in op["quota"] or ()) or "-"
         lines.append(f"| `{op['op_type']}` | {op['fused_nodes']} | {' + '.join(op['engines'])} | {_cell(op['t1_us'])} | "

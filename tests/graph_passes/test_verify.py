@@ -98,3 +98,18 @@ def test_the_command_writes_nothing_when_verification_fails(tmp_path, capsys, mo
     assert main(["fuse", source, "-o", str(tmp_path / "out.onnx"), "--min-gain", "0"]) == 1
     assert "nothing written" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["in.onnx"]
+
+
+def test_the_pass_checks_the_parts_the_rewrite_adds(tmp_path, monkeypatch):
+    from hexfuse.graph_passes import pipeline
+
+    rewrite = pipeline.rewrite_groups
+
+    def broken(*args, **kwargs):
+        model = rewrite(*args, **kwargs)
+        model.functions[0].node[0].input[0] = "defined_nowhere"
+        return model
+
+    monkeypatch.setattr(pipeline, "rewrite_groups", broken)
+    with pytest.raises(HexfuseError, match="fails onnx.checker"):
+        _result(tmp_path)

@@ -12,7 +12,6 @@ becomes ready at about the same time. Every task left without a partner gets a r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from hexfuse.graph_passes.analysis import Analysis
@@ -38,9 +37,6 @@ class Candidates:
     reasons: dict[int, str]  # fusable task id without any partner -> why
 
 
-Problem = Callable[[], str | None]  # words the reason only when someone reads it
-
-
 def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
     """Why tasks a and b may not run at the same time, or None when they provably may."""
     for source, target in ((a, b), (b, a)):
@@ -50,13 +46,6 @@ def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
             return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
     return hazard(analysis.buffers(a), analysis.buffers(b), analysis.flat.names)
-
-
-def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
-    """How many ASAP levels apart two tasks become ready (0 when their level ranges overlap)."""
-    low_a, high_a = analysis.level_range(a)
-    low_b, high_b = analysis.level_range(b)
-    return max(0, max(low_a, low_b) - min(high_a, high_b))
 
 
 def _own_mask(task: Task) -> int:

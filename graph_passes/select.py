@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from hexfuse.graph_passes.analysis import Analysis
 from hexfuse.graph_passes.balance import Scorer, Verdict
-from hexfuse.graph_passes.candidates import Candidates, level_gap
+from hexfuse.graph_passes.candidates import Candidates
 from hexfuse.graph_passes.contraction import Contraction
 from hexfuse.graph_passes.spec_builder import fused_op_spec
 from hexfuse.graph_passes.tasks import Task

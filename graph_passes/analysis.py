@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import onnx
+from onnx import helper
 
 from hexfuse.graph_passes.dataflow import Dataflow
 from hexfuse.graph_passes.engines import Engine
+from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.hazards import BufferMap, Buffers, task_buffers
 from hexfuse.graph_passes.qdq_boundary import Peeled, claim_blocker, peel
 from hexfuse.graph_passes.reach import Reachability
@@ -18,33 +23,58 @@ from hexfuse.graph_passes.work import Work, node_work
 
 @dataclass
 class Analysis:
-    flow: Dataflow
+    flat: FlatGraph
     units: UnitGraph
     reach: Reachability
     tasks: list[Task]
-    _buffers: BufferMap = field(repr=False)
+    label: Callable[[int], str] = field(repr=False)  # node index -> how reports name it (labels.py)
+    folds: frozenset[str] = frozenset()  # epilogue op types folded into matrix units (folds.py)
+    _buffers: BufferMap | None = field(default=None, repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
     _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _body_cache: dict[int, Peeled] = field(default_factory=dict, repr=False)
     _claim_cache: dict[int, str | None] = field(default_factory=dict, repr=False)
+    _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
-    task_keys: dict[int, tuple] = field(default_factory=dict, repr=False)
+    quant_specs: dict[int, object] = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def of(inferred: onnx.ModelProto, supported_ops: frozenset[str] | None = None) -> Analysis:
-        flow = Dataflow.of(inferred)
-        units = build_units(flow, supported_ops)
+    def of(model: onnx.ModelProto, supported_ops: frozenset[str] | None = None, *, folds: frozenset[str] = frozenset(),
+           typed: onnx.GraphProto | None = None, aliases: Mapping[str, str] | None = None,
+           label: Callable[[int], str] | None = None, flat: FlatGraph | None = None) -> Analysis:
+        """``model``: sorted nodes; its own value_info types them unless ``typed`` (an inferred graph,
+        with ``aliases`` for tensors only the model has) does. ``label`` names nodes in reasons."""
+        flat = flat or FlatGraph.build(model, typed, aliases)
+        label = label or _default_label(flat)
+        units = build_units(flat, supported_ops, folds, label)
         reach = Reachability(units.successors)
-        tasks = build_tasks(units, reach, [node.op_type for node in flow.nodes])
-        return Analysis(flow, units, reach, tasks, BufferMap(flow))
+        tasks = build_tasks(units, reach, flat.op_types)
+        return Analysis(flat, units, reach, tasks, label, folds)
+
+    @cached_property
+    def flow(self) -> Dataflow:
+        """The protobuf-keyed view (calibration and other readers that want names, not ids)."""
+        flat = self.flat
+        types = {flat.names[t]: info.type for t, info in flat.type_source.items()}
+        for init in flat.model.graph.initializer:
+            types.setdefault(init.name, helper.make_tensor_type_proto(init.data_type, list(init.dims)))
+        return Dataflow(flat.model.graph, types)
+
+    @cached_property
+    def structures(self):
+        """Structure keys of tasks and groups (structure.py), shared by selection and naming."""
+        from hexfuse.graph_passes.structure import Structures  # structure.py builds on this module
+
+        return Structures(weakref.proxy(self))  # no reference cycle: see pipeline.gc_paused
 
     def task_nodes(self, task: Task) -> list[int]:
         """Node indices of a task, in the graph's topological order."""
         nodes = self._nodes_cache.get(task.id)
         if nodes is None:
-            nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in self.units.units[unit].nodes)
+            unit_nodes = self.units.nodes
+            nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in unit_nodes[unit])
         return nodes
 
     def task_body(self, task: Task) -> Peeled:
@@ -62,15 +92,17 @@ class Analysis:
 
     def level_range(self, task: Task) -> tuple[int, int]:
         """Lowest and highest ASAP level of the task's units."""
-        levels = [self.units.units[unit].level for unit in task.units]
-        return min(levels), max(levels)
+        cached = self._levels.get(task.id)
+        if cached is None:
+            levels = [self.units.level[unit] for unit in task.units]
+            cached = self._levels[task.id] = (min(levels), max(levels))
+        return cached
 
     def node_label(self, index: int) -> str:
-        node = self.flow.nodes[index]
-        return f"{node.op_type} {node.name!r}"
+        return self.label(index)
 
     def unit_label(self, unit: int) -> str:
-        return self.node_label(self.units.units[unit].core)
+        return self.label(self.units.core[unit])
 
     def task_label(self, task: Task) -> str:
         return f"{task.engine.value} task at {self.unit_label(task.units[0])}" + (
@@ -80,8 +112,9 @@ class Analysis:
     def buffers(self, task: Task) -> Buffers:
         cached = self._buffer_cache.get(task.id)
         if cached is None:
-            cached = task_buffers(self.flow, self._buffers, self.task_nodes(task))
-            self._buffer_cache[task.id] = cached
+            if self._buffers is None:
+                self._buffers = BufferMap(self.flat)
+            cached = self._buffer_cache[task.id] = task_buffers(self.flat, self._buffers, self.task_nodes(task))
         return cached
 
     def work(self, task: Task) -> Work:
@@ -89,12 +122,19 @@ class Analysis:
         if cached is None:
             cached = Work()
             for index in self.task_nodes(task):
-                cached = cached + node_work(self.flow, index)
+                cached = cached + node_work(self.flat, index)
             self._work_cache[task.id] = cached
         return cached
 
     def engine_histogram(self) -> dict[str, int]:
         counts = {engine.value: 0 for engine in Engine}
-        for unit in self.units.units:
-            counts[unit.engine.value] += 1
+        for engine in self.units.engine:
+            counts[engine.value] += 1
         return counts
+
+
+def _default_label(flat: FlatGraph) -> Callable[[int], str]:
+    def label(index: int) -> str:
+        name = flat.node(index).name
+        return f"{flat.op_types[index]} {name!r}" if name else f"#{index} {flat.op_types[index]}"
+    return label

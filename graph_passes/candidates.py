@@ -12,11 +12,10 @@ becomes ready at about the same time. Every task left without a partner gets a r
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.engines import Engine
 from hexfuse.graph_passes.hazards import hazard
 from hexfuse.graph_passes.reach import Reach
 from hexfuse.graph_passes.tasks import Task
@@ -38,9 +37,6 @@ class Candidates:
     reasons: dict[int, str]  # fusable task id without any partner -> why
 
 
-Problem = Callable[[], str | None]  # words the reason only when someone reads it
-
-
 def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
     """Why tasks a and b may not run at the same time, or None when they provably may."""
     for source, target in ((a, b), (b, a)):
@@ -49,69 +45,113 @@ def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
             start, end, answer = path
             verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
             return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
-    return hazard(analysis.buffers(a), analysis.buffers(b))
+    return hazard(analysis.buffers(a), analysis.buffers(b), analysis.flat.names)
 
 
-def level_gap(analysis: Analysis, a: Task, b: Task) -> int:
-    """How many ASAP levels apart two tasks become ready (0 when their level ranges overlap)."""
-    low_a, high_a = analysis.level_range(a)
-    low_b, high_b = analysis.level_range(b)
-    return max(0, max(low_a, low_b) - min(high_a, high_b))
+def _own_mask(task: Task) -> int:
+    """Bit j set <=> unit task.lo + j belongs to the task."""
+    lo, mask = task.units[0], 0
+    for unit in task.units:
+        mask |= 1 << (unit - lo)
+    return mask
 
 
-class _ReachMasks:
-    """Per task, the units it reaches as one bitset: a pair check is then a few shifts."""
+class _Starts:
+    """Which unit positions are the first unit of a fusable task of each engine, as 64-bit chunks, so
+    that "positions lo+1 .. lo+64 starting a task of another engine" is two shifts, not a scan."""
 
-    def __init__(self, analysis: Analysis) -> None:
-        self._reach = analysis.reach
-        self._masks: dict[int, int] = {}
+    def __init__(self, tasks: list[Task], count: int) -> None:
+        size = count // 64 + 2
+        chunks: dict[str, list[int]] = {}  # by engine value: hashing an Enum member runs Python code
+        for task in tasks:
+            own = chunks.get(task.engine.value)
+            if own is None:
+                own = chunks[task.engine.value] = [0] * size
+            lo = task.units[0]
+            own[lo >> 6] |= 1 << (lo & 63)
+        every = [sum(column) for column in zip(*chunks.values())] if chunks else [0] * size  # starts never overlap
+        self.others = {engine: [e - o for e, o in zip(every, own)] for engine, own in chunks.items()}
 
-    def may_reach(self, a: Task, b: Task) -> bool:
-        """True when a reaches b, or when the window cannot tell (independence_problem then words it)."""
-        mask = self._masks.get(a.id)
-        if mask is None:
-            mask = self._masks[a.id] = self._reach.mask_from(a.units)
-        for unit in b.units:
-            distance = unit - a.lo
-            if distance > self._reach.window:
-                return True
-            if distance > 0 and (mask >> (distance - 1)) & 1:
-                return True
-        return False
+    def after(self, engine: Engine, lo: int) -> int:
+        """Bit k set <=> position lo + 1 + k (k < PARTNER_WINDOW) starts a task of another engine."""
+        chunks = self.others[engine.value]
+        start = lo + 1
+        c, r = start >> 6, start & 63
+        return ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK
+
+
+_WINDOW_MASK = (1 << PARTNER_WINDOW) - 1
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
+    """Independent pairs of tasks of different engines that become ready near each other.
+
+    Per task, two bitsets relative to its first unit lo: the units it reaches (bit i: unit lo + 1 + i,
+    exact within the reachability window) and its own units (bit j: unit lo + j). The tasks of another
+    engine starting in the partner window minus the positions it reaches are the only ones worth a
+    look (in the LM most of the window depends on it); for those, whether b reaches a is one shift and
+    one AND; beyond the window the answer is "may" (refused)."""
+    assert PARTNER_WINDOW <= analysis.reach.window  # the reach mask is exact over the partner window
     reasons: dict[int, str] = {}
     fusable = []
     for task in analysis.tasks:
         if task.fusable:
-            blocked = analysis.claim_blocker(task)
+            blocked = analysis.claim_blocker(task)  # the QNN EP would not claim a node holding it
             if blocked is None:
                 fusable.append(task)
             else:
                 reasons[task.id] = blocked
-    masks = _ReachMasks(analysis)
-    by_lo = sorted(fusable, key=lambda task: (task.lo, task.id))
+    fusable.sort(key=lambda task: task.units[0])
+    window = analysis.reach.window
+    starts = _Starts(fusable, len(analysis.units))
+    at = {task.units[0]: i for i, task in enumerate(fusable)}
+    reaches = [analysis.reach.mask_from(task.units) for task in fusable]
+    owns = [_own_mask(task) for task in fusable]
+    names = analysis.flat.names
+    buffers = analysis.buffers
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    first_problem: dict[int, Problem] = {}
-    for i, a in enumerate(by_lo):
-        for j in range(i + 1, len(by_lo)):  # indices, not a slice: a slice copies the tail every time
-            b = by_lo[j]
-            if b.lo - a.lo > PARTNER_WINDOW or len(partners[a.id]) >= MAX_PARTNERS:
-                break
-            if b.engine is a.engine:
-                continue
-            if masks.may_reach(a, b) or masks.may_reach(b, a) or hazard(analysis.buffers(a), analysis.buffers(b)):
-                problem = functools.partial(independence_problem, analysis, a, b)  # worded only if read
-                first_problem.setdefault(a.id, problem)
-                first_problem.setdefault(b.id, problem)
+    for i, a in enumerate(fusable):
+        own = partners[a.id]
+        if len(own) >= MAX_PARTNERS:
+            continue
+        a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
+        candidates = starts.after(a.engine, a_lo) & ~a_reach
+        while candidates:
+            low = candidates & -candidates
+            candidates ^= low
+            b_lo = a_lo + low.bit_length()  # bit k is position a_lo + 1 + k
+            j = at[b_lo]
+            b = fusable[j]
+            if (b.units[-1] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
+                    or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
+                    # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
+                    or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
+                    or hazard(buffers(a), buffers(b), names)):
                 continue
             pairs.append(Pair(a.id, b.id))
-            partners[a.id].append(b.id)
+            own.append(b.id)
             partners[b.id].append(a.id)
+            if len(own) >= MAX_PARTNERS:
+                break
     for task in fusable:
         if not partners[task.id]:
-            problem = first_problem.get(task.id)
-            reasons[task.id] = problem() if problem else "no task of another engine becomes ready near it (the graph is a chain here)"
+            reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
     return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+
+
+def _why_alone(analysis: Analysis, task: Task, starts: _Starts, fusable: list[Task], at: dict[int, int]) -> str:
+    """Why a task found no partner: what links it to the first task of another engine after it in the
+    window (its own scan refused every one of those), else to the nearest one before it."""
+    lo = task.units[0]
+    after = starts.after(task.engine, lo)
+    if after:
+        other = fusable[at[lo + (after & -after).bit_length()]]
+        return independence_problem(analysis, task, other) or "no independent partner (internal: none refused)"
+    for start in range(lo - 1, max(-1, lo - PARTNER_WINDOW - 1), -1):
+        index = at.get(start)
+        if index is not None and fusable[index].engine is not task.engine:
+            problem = independence_problem(analysis, fusable[index], task)
+            if problem:
+                return problem
+    return "no task of another engine becomes ready near it (the graph is a chain here)"

@@ -1,6 +1,7 @@
-"""Run two models on ONNX Runtime's CPU EP with the same random inputs and compare their outputs.
+"""ONNX Runtime helpers for checking fused models: seeded inputs, CPU EP sessions, output diffs.
 
-Used by ``hexfuse fuse`` to prove on real numbers what the rewrite proved on the graph.
+``compare_on_cpu`` runs two whole models side by side (tests);
+``hexfuse fuse`` verifies through graph_passes.verify, which uses the helpers here.
 """
 
 from __future__ import annotations
@@ -49,37 +50,49 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
     return feeds
 
 
-def _session(model_bytes: bytes):
+def session(model_bytes: bytes, level: str = "default", what: str = "the model"):
+    """A CPU EP session; ``level`` "none" disables ONNX Runtime's graph optimizations (cheapest to create)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if level == "none":
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
-        raise HexfuseError(f"ONNX Runtime cannot load the model: {str(exc).splitlines()[0]}") from None
+        raise HexfuseError(f"ONNX Runtime cannot load {what}: {str(exc).splitlines()[0]}") from None
+
+
+def run(model_bytes: bytes, feeds: dict[str, np.ndarray], level: str = "default", what: str = "the model") -> dict[str, np.ndarray]:
+    """Every graph output of the model by name."""
+    live = session(model_bytes, level, what)
+    names = [output.name for output in live.get_outputs()]
+    wanted = {i.name for i in live.get_inputs()}
+    try:
+        values = live.run(None, {k: v for k, v in feeds.items() if k in wanted})
+    except Exception as exc:
+        raise HexfuseError(f"ONNX Runtime cannot run {what}: {str(exc).splitlines()[0]}") from None
+    return dict(zip(names, values))
+
+
+def diff(name: str, want: np.ndarray, got: np.ndarray) -> OutputDiff:
+    want, got = np.asarray(want), np.asarray(got)
+    if want.shape != got.shape or want.dtype != got.dtype:
+        return OutputDiff(name, float("inf"), float("inf"))
+    if want.dtype.kind not in "fc":
+        differ = float(np.count_nonzero(want != got))
+        return OutputDiff(name, differ, differ)
+    error = np.abs(want.astype(np.float64) - got.astype(np.float64))
+    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
+    max_abs = float(np.max(error)) if error.size else 0.0
+    return OutputDiff(name, max_abs, max_abs / scale)
 
 
 def compare_on_cpu(original: bytes, fused: bytes, seed: int = 0) -> list[OutputDiff]:
+    """Both whole models on the same seeded inputs, every output of the fused model compared."""
     model = onnx.load_model_from_string(original)
     feeds = random_inputs(model, seed)
-    expected = _session(original).run(None, feeds)
-    fused_session = _session(fused)
-    names = [output.name for output in fused_session.get_outputs()]
-    actual = fused_session.run(None, feeds)
-    diffs = []
-    for name, want, got in zip(names, expected, actual):
-        want = np.asarray(want)
-        got = np.asarray(got)
-        if want.shape != got.shape or want.dtype != got.dtype:
-            diffs.append(OutputDiff(name, float("inf"), float("inf")))
-            continue
-        if want.dtype.kind not in "fc":
-            differ = float(np.count_nonzero(want != got))
-            diffs.append(OutputDiff(name, differ, differ))
-            continue
-        error = np.abs(want.astype(np.float64) - got.astype(np.float64))
-        scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
-        max_abs = float(np.max(error)) if error.size else 0.0
-        diffs.append(OutputDiff(name, max_abs, max_abs / scale))
-    return diffs
+    expected = run(original, feeds, what="the original model")
+    actual = run(fused, feeds, what="the fused model")
+    return [diff(name, want, actual[name]) for name, want in expected.items() if name in actual]

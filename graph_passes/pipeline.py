@@ -1,13 +1,19 @@
-"""The pass end to end: load -> single-consumer DQs -> analyse -> find -> select -> rewrite -> check.
+"""The pass end to end: load -> single-consumer DQs -> analyse -> find -> select -> name -> rewrite -> check.
 
     analyze_model(path)  what could be fused and why (no model written)
     fuse_model(path)     the fused model, its fusion spec and a human report, in memory
     write_outputs(...)   model + ``.hexfuse.json`` spec + ``.hexfuse.md`` report, each written atomically
+
+Groups identical up to renaming (structure.py) share one op type: ``fused_ops`` holds one spec per op
+type, ``fused_nodes`` one entry per fused group.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,12 +23,14 @@ from hexfuse.graph_passes.analysis import Analysis
 from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.candidates import find_candidates
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.io import write_atomic
-from hexfuse.graph_passes.load import PROTOBUF_LIMIT, LoadedModel, load_model
+from hexfuse.graph_passes.labels import NodeLabels
+from hexfuse.graph_passes.load import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
 from hexfuse.graph_passes.names import NameScope
-from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
-from hexfuse.graph_passes.rewrite import rewrite_groups, written_changes
-from hexfuse.graph_passes.select import Selection, select_groups
+from hexfuse.graph_passes.qdq import dequantize_copies
+from hexfuse.graph_passes.rewrite import Call, rewrite_groups, written_changes
+from hexfuse.graph_passes.select import Group, Selection, select_groups
 from hexfuse.graph_passes.sources import Sources
 from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
 from hexfuse.graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
@@ -32,15 +40,32 @@ DEFAULT_TARGET = "sm8550"
 DEFAULT_MIN_GAIN = 0.1
 
 
+@dataclass(frozen=True)
+class FusedNode:
+    """One selected group as fused: the node that replaces it and the op type it calls."""
+
+    group: Group
+    op: int  # index of its op type in AnalyzeResult.fused_ops
+    node_name: str
+    nodes: tuple[int, ...]  # node indices it replaces, task after task (a function body's order)
+    inputs: tuple[int, ...]  # tensor ids in the op type's input order
+    outputs: tuple[int, ...]
+
+
 @dataclass
 class AnalyzeResult:
     loaded: LoadedModel
     prepared: onnx.ModelProto  # the model the pass edits (DQs single-consumer, sorted)
     analysis: Analysis
     selection: Selection
-    fused_ops: list[FusedOp]  # one per selected group, named
+    fused_ops: list[FusedOp]  # one per op type (distinct group structure), in order of first use
+    fused_nodes: list[FusedNode] = field(default_factory=list)  # one per selected group, in selection order
     already_fused: bool = False
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    timings: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (robust on a shared machine)
+    labels: NodeLabels | None = None  # node index -> a name the user finds in their file
+
+    def op_of(self, node: FusedNode) -> FusedOp:
+        return self.fused_ops[node.op]
 
 
 @dataclass
@@ -72,38 +97,98 @@ def default_scorer() -> Scorer:
     return scorer_for(DEFAULT_TARGET, DEFAULT_MIN_GAIN)
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The pass allocates ~1e6 small containers that live as long as its result; the cyclic collector
+    would scan them again and again (a third of the pass at 5e4 nodes) and find nothing, so it pauses
+    meanwhile. On the way out they are moved to the permanent generation (gc.freeze): else the first
+    collection after the pass scans them all once more (a tenth of the pass). The pass's own objects
+    hold no reference cycles (analysis.structures refers back weakly), so freezing leaks nothing of it."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.freeze()
+            gc.enable()
+
+
+def _folds(scorer: Scorer) -> frozenset[str]:
+    """Epilogue op types the scorer's target folds into matrix ops (none for target-free scorers)."""
+    target = getattr(scorer, "target", None)
+    return frozenset(getattr(target, "folds", ()))
+
+
 def analyze_model(path: str | Path, scorer: Scorer | None = None,
                   supported_ops: frozenset[str] | None = None) -> AnalyzeResult:
     """``supported_ops``: op types the backend can run inside a fused node (None: no limit)."""
-    scorer = scorer or default_scorer()
+    with gc_paused():
+        return _analyze(path, scorer or default_scorer(), supported_ops)
+
+
+def _analyze(path: str | Path, scorer: Scorer, supported_ops: frozenset[str] | None) -> AnalyzeResult:
     timings: dict[str, float] = {}
-    start = time.perf_counter()
+    start = time.process_time()
     loaded = load_model(path)
-    timings["load"] = time.perf_counter() - start
-    prepared, _ = duplicate_shared_dequantize(loaded.model)
-    inferred = loaded.inferred
-    if prepared is not loaded.model:
-        inferred = onnx.shape_inference.infer_shapes(prepared, check_type=True, strict_mode=True, data_prop=True)
-    timings["prepare"] = time.perf_counter() - start - timings["load"]
-    mark = time.perf_counter()
-    analysis = Analysis.of(inferred, supported_ops)
-    timings["analyse"] = time.perf_counter() - mark
-    mark = time.perf_counter()
+    timings["load"] = time.process_time() - start
+    mark = time.process_time()
+    typed = loaded.inferred.graph
+    flat = FlatGraph.build(loaded.model, typed)
+    copies = dequantize_copies(loaded.model, flat)
+    if copies.made:
+        flat = FlatGraph.build(copies.model, typed, copies.aliases)
+    prepared = copies.model
+    labels = NodeLabels(loaded.file if loaded.file is not None else loaded.model.graph, prepared.graph, loaded.origin,
+                        copies.sources, copies.copies, MIN_OPSET if loaded.upgraded_from is not None else None)
+    timings["prepare"] = time.process_time() - mark
+    mark = time.process_time()
+    analysis = Analysis.of(prepared, supported_ops, folds=_folds(scorer), flat=flat, label=labels)
+    timings["analyse"] = time.process_time() - mark
+    mark = time.process_time()
     already = _is_fused(loaded.model)
     if already:
         selection = Selection((), {task.id: "model is already fused by hexfuse" for task in analysis.tasks if task.fusable})
     else:
         selection = select_groups(analysis, find_candidates(analysis), scorer)
-    fused_ops = []
-    names = NameScope(prepared)  # the model may already use names like ours
-    sources = Sources(prepared, analysis)
-    for number, group in enumerate(selection.groups):
-        op_type = names.fresh(group_op_type(analysis, group.tasks, number))
-        node_name = names.fresh(f"hexfuse/{op_type}")
-        op = fused_op_spec(analysis, group.tasks, op_type, node_name, group.verdict.gain)
-        fused_ops.append(replace(op, source=sources.kind(group.tasks)))
-    timings["select"] = time.perf_counter() - mark
-    return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, already, timings)
+    timings["select"] = time.process_time() - mark
+    mark = time.process_time()
+    fused_ops, fused_nodes = name_groups(analysis, selection, Sources(prepared, analysis))
+    timings["name"] = time.process_time() - mark
+    return AnalyzeResult(loaded, prepared, analysis, selection, fused_ops, fused_nodes, already, timings, labels)
+
+
+def name_groups(analysis: Analysis, selection: Selection, sources: Sources) -> tuple[list[FusedOp], list[FusedNode]]:
+    """One op type per distinct group structure (structure.py), one fused node per group.
+
+    The first group of a structure is its op type's representative: the spec and the function body
+    are built from it; the spec's ``instances`` lists every fused node that calls the op type."""
+    flat, structures = analysis.flat, analysis.structures
+    names = NameScope(flat.model, flat.names, set(flat.op_types))  # the model may already use names like ours
+    op_of_key: dict[int, int] = {}
+    representatives: list[Group] = []
+    op_types: list[str] = []
+    instances: list[list[str]] = []
+    fused_nodes: list[FusedNode] = []
+    for group in selection.groups:
+        key = structures.group(group.tasks)
+        op = op_of_key.get(key)
+        if op is None:
+            op = op_of_key[key] = len(representatives)
+            representatives.append(group)
+            op_types.append(names.fresh(group_op_type(analysis, group.tasks, op)))
+            instances.append([])
+        node_name = names.fresh(f"hexfuse/{op_types[op]}")
+        instances[op].append(node_name)
+        inputs, outputs = structures.group_io(group.tasks)
+        fused_nodes.append(FusedNode(group, op, node_name, tuple(group_nodes(analysis, group.tasks)),
+                                     tuple(inputs), tuple(outputs)))
+    fused_ops = [
+        replace(fused_op_spec(analysis, group.tasks, op_types[op], instances[op][0], group.verdict.gain),
+                instances=tuple(instances[op]), source=sources.kind(group.tasks))
+        for op, group in enumerate(representatives)
+    ]
+    return fused_ops, fused_nodes
 
 
 def _target_name(scorer: Scorer) -> str:
@@ -113,36 +198,67 @@ def _target_name(scorer: Scorer) -> str:
 
 def fuse_model(path: str | Path, scorer: Scorer | None = None,
                supported_ops: frozenset[str] | None = None) -> FuseResult:
-    scorer = scorer or default_scorer()
+    with gc_paused():
+        return _fuse(path, scorer or default_scorer(), supported_ops)
+
+
+def _fuse(path: str | Path, scorer: Scorer, supported_ops: frozenset[str] | None) -> FuseResult:
     target = _target_name(scorer)
     analyzed = analyze_model(path, scorer, supported_ops)
     loaded = analyzed.loaded
     if not analyzed.fused_ops:
         spec = FusionSpec(loaded.path.name, loaded.sha256, target, ())
         return FuseResult(analyzed, loaded.raw, spec, changed=False)
-    mark = time.perf_counter()
-    groups = [
-        (op, group_nodes(analyzed.analysis, group.tasks))
-        for op, group in zip(analyzed.fused_ops, analyzed.selection.groups)
-    ]
-    fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flow.graph, groups)
+    mark = time.process_time()
+    calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
+    fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flat, analyzed.fused_ops, calls)
     if fused.ByteSize() > PROTOBUF_LIMIT:
         raise HexfuseError(
             f"{loaded.path}: the fused model would be {fused.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
             "writing fused models with external data is not supported yet"
         )
     try:
-        # Structure only: strict shape inference over thousands of function call sites costs more than
-        # the whole pass, and `hexfuse fuse` runs the model on ONNX Runtime right after (the tests run
-        # full_check on every bundled output).
-        onnx.checker.check_model(fused)
+        # The load checked the model; the rewrite adds functions and call nodes and orders the nodes
+        # (rewrite.py proves the order). The checker sees the new parts in a model of their own: the
+        # whole fused model again costs as much as the rewrite (`hexfuse fuse` then verifies it,
+        # verify.py, and the tests run full_check on every bundled output).
+        onnx.checker.check_model(_new_parts(fused, analyzed.analysis.flat, calls))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise HexfuseError(f"internal error: the fused model fails onnx.checker: {exc}") from None
-    analyzed.timings["rewrite"] = time.perf_counter() - mark
+    model_bytes = fused.SerializeToString()
+    analyzed.timings["rewrite"] = time.process_time() - mark
     spec = FusionSpec(loaded.path.name, loaded.sha256, target, tuple(analyzed.fused_ops))
     changes = written_changes(loaded.model, fused, loaded.upgraded_from,
                               len(analyzed.prepared.graph.node) - len(loaded.model.graph.node))
-    return FuseResult(analyzed, fused.SerializeToString(), spec, changed=True, model_changes=changes)
+    return FuseResult(analyzed, model_bytes, spec, changed=True, model_changes=changes)
+
+
+def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, calls: list[Call]) -> onnx.ModelProto:
+    """The fused model's functions, each called once by its first fused node, inputs and outputs typed
+    (weights as typed inputs: the checker needs their types, not their data)."""
+    first = {call.node_name: call for call in {call.op: call for call in reversed(calls)}.values()}  # per op
+    nodes = [node for node in fused.graph.node if node.domain == FUSED_DOMAIN and node.name in first]  # sorted
+    produced = {tensor for call in first.values() for tensor in call.outputs}
+    inputs: dict[int, None] = {}
+    outputs: dict[int, None] = {}
+    for node in nodes:
+        call = first[node.name]
+        inputs.update((t, None) for t in call.inputs if t not in produced)
+        outputs.update((t, None) for t in call.outputs)
+
+    def typed(tensor: int) -> onnx.ValueInfoProto:
+        info = flat.type_source.get(tensor)
+        if info is not None:
+            return info
+        kind = flat.type(tensor)  # an initializer: typed by its data type and dims
+        if kind is not None and kind.shape is not None:
+            return onnx.helper.make_tensor_value_info(flat.names[tensor], kind.elem_type, kind.shape)
+        return onnx.helper.make_empty_tensor_value_info(flat.names[tensor])
+
+    graph = onnx.helper.make_graph(nodes, "hexfuse_new_parts", [typed(t) for t in inputs], [typed(t) for t in outputs])
+    model = onnx.ModelProto(ir_version=fused.ir_version, opset_import=fused.opset_import, graph=graph)
+    model.functions.extend(fused.functions)
+    return model
 
 
 def write_outputs(result: FuseResult, out: Path, report_text: str) -> None:

@@ -13,47 +13,71 @@ Consumers are counted per input edge: a Concat reading one DQ output twice gets 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import onnx
 
+from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
 from hexfuse.graph_passes.names import NameScope
 
 
-def duplicate_shared_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
-    """A copy of ``model`` where each DQ output feeds one node; returns (model, copies made)."""
-    graph = model.graph
-    outputs = {info.name for info in graph.output}
-    users: dict[str, list[tuple[int, int]]] = {}  # tensor -> (node index, input slot) edges
-    for index, node in enumerate(graph.node):
-        for slot, name in enumerate(node.input):
-            users.setdefault(name, []).append((index, slot))
-    shared = [
-        node for node in graph.node
-        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx")
-        and len(users.get(node.output[0], [])) + (node.output[0] in outputs) > 1
-    ]
+@dataclass(frozen=True)
+class Duplicated:
+    model: onnx.ModelProto  # the input model itself when nothing was shared
+    made: int  # copies made
+    sources: tuple[int, ...] | None = None  # node of ``model`` -> node of the input model; None: unchanged
+    copies: frozenset[int] = frozenset()  # nodes of ``model`` that are copies
+    aliases: dict[str, str] = field(default_factory=dict)  # copy's output -> the original DQ's output
+
+
+def _edges(flat: FlatGraph, tensor: int) -> list[tuple[int, int]]:
+    return [(user, slot) for user in flat.consumers[tensor] for slot, name in enumerate(flat.inputs[user]) if name == tensor]
+
+
+def dequantize_copies(model: onnx.ModelProto, flat: FlatGraph | None = None) -> Duplicated:
+    """``model`` with each DQ output feeding one input edge; ``flat``: its flat graph, if built already."""
+    flat = flat or FlatGraph.build(model)
+    shared = []
+    for index, op_type in enumerate(flat.op_types):
+        if op_type == "DequantizeLinear" and flat.domains[index] in ONNX_DOMAINS:
+            out = flat.outputs[index][0]
+            if len(_edges(flat, out)) + (out in flat.graph_outputs) > 1:
+                shared.append(index)
     if not shared:
-        return model, 0
+        return Duplicated(model, 0)
     result = onnx.ModelProto()
     result.CopyFrom(model)
     names = NameScope(result)
     nodes = list(result.graph.node)
     copies_after: dict[int, list[onnx.NodeProto]] = {}
-    made = 0
-    index_of = {id(node): i for i, node in enumerate(graph.node)}
-    for dq in shared:
-        consumers = users[dq.output[0]]
-        keep_first = dq.output[0] not in outputs  # a graph output keeps the original DQ
-        for user in consumers[1:] if keep_first else consumers:
+    aliases: dict[str, str] = {}
+    for index in shared:
+        dq = model.graph.node[index]
+        out = flat.outputs[index][0]
+        edges = _edges(flat, out)
+        keep_first = out not in flat.graph_outputs  # a graph output keeps the original DQ
+        for node_index, slot in edges[1:] if keep_first else edges:
             copy = onnx.NodeProto()
             copy.CopyFrom(dq)
             copy.name = names.fresh(f"{dq.name or 'DequantizeLinear'}_hexfuse_dup")
             copy.output[0] = names.fresh(f"{dq.output[0]}_hexfuse_dup")
-            node_index, slot = user
             nodes[node_index].input[slot] = copy.output[0]
-            copies_after.setdefault(index_of[id(dq)], []).append(copy)
-            made += 1
+            copies_after.setdefault(index, []).append(copy)
+            aliases[copy.output[0]] = dq.output[0]
     del result.graph.node[:]
+    sources: list[int] = []
+    copies: set[int] = set()
     for index, node in enumerate(nodes):
         result.graph.node.append(node)
-        result.graph.node.extend(copies_after.get(index, []))
-    return result, made
+        sources.append(index)
+        for copy in copies_after.get(index, []):
+            result.graph.node.append(copy)
+            copies.add(len(sources))
+            sources.append(index)
+    return Duplicated(result, len(copies), tuple(sources), frozenset(copies), aliases)
+
+
+def duplicate_shared_dequantize(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """A copy of ``model`` where each DQ output feeds one node; returns (model, copies made)."""
+    done = dequantize_copies(model)
+    return done.model, done.made

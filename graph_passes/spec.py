@@ -6,25 +6,31 @@ outputs in ONNX order, and per task the original nodes (op type, attributes, ten
 execution order, each tensor with its dtype, static shape and quantization parameters.
 
     FusionSpec
-      └── FusedOp (one per fused node; op_type unique, domain "hexfuse")
+      └── FusedOp (one per op type, domain "hexfuse"; ``instances`` names every fused node calling it)
             ├── inputs / outputs: TensorSpec (ONNX order of the fused node)
             └── tasks: TaskSpec (engine matrix | vector | dma)
                   └── nodes: NodeSpec (topologically ordered)
 
+Fused groups identical up to renaming share one op type: the FusedOp describes the first of them
+(its tensor and node names), and every instance passes its own tensors in the same positions.
+
 Everything is a frozen dataclass; ``to_json``/``from_json`` round-trip exactly. Bump
-``SCHEMA_VERSION`` on any incompatible change.
+``SCHEMA_VERSION`` on any incompatible change. Version 2 added ``FusedOp.instances``; version 3 put
+the boundary DQ/Q of quantized groups outside the fused node (``TensorSpec.wire``). Older specs still
+load: ``instances = (node_name,)``, no wire encodings.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-SCHEMA_VERSION = 2  # 2: boundary DQ/Q outside fused nodes, TensorSpec.wire
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 FUSED_DOMAIN = "hexfuse"
 SERIAL_ATTRIBUTE = "serial"  # int attribute on every fused node: 1 = internal-serial (barrier) mode
 
@@ -79,8 +85,8 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class FusedOp:
-    op_type: str  # unique per fused node; never an ONNX op name
-    node_name: str
+    op_type: str  # one per distinct group structure; never an ONNX op name
+    node_name: str  # the fused node this spec was built from (the first instance)
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     tasks: tuple[TaskSpec, ...]
@@ -88,6 +94,7 @@ class FusedOp:
     rule: str = "horizontal"  # what made this fused node
     predicted_gain: float = 0.0  # fraction of the serial time the selection predicted to save
     source: str = "branch"  # where its tasks came from: "branch" | "micro-batch" | "request" (graph_passes.sources)
+    instances: tuple[str, ...] = ()  # every fused node calling this op type, first instance first (schema 2)
 
     def tensor(self, name: str) -> TensorSpec:
         for tensor in self.tensors:
@@ -106,7 +113,8 @@ class FusionSpec:
     domain: str = FUSED_DOMAIN
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+        # Compact, by the C encoder: indenting a spec of thousands of nodes cost seconds.
+        return json.dumps(_plain(self), sort_keys=True, separators=(",", ":")) + "\n"
 
     @staticmethod
     def from_json(text: str) -> FusionSpec:
@@ -114,15 +122,26 @@ class FusionSpec:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise HexfuseError(f"fusion spec is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+        if not isinstance(raw, dict) or raw.get("schema_version") not in READABLE_VERSIONS:
             version = raw.get("schema_version") if isinstance(raw, dict) else None
             raise HexfuseError(
-                f"fusion spec schema_version {version!r} is not supported (expected {SCHEMA_VERSION})"
+                f"fusion spec schema_version {version!r} is not supported (expected one of {READABLE_VERSIONS})"
             )
         try:
             return _fusion_spec_from_dict(raw)
         except (KeyError, TypeError, ValueError) as exc:
             raise HexfuseError(f"fusion spec is malformed: {exc!r}") from None
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses -> dicts, tuples -> lists (what json.dumps writes), without asdict's deep copies."""
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def structure_key(task: TaskSpec, tensor: Callable[[str], TensorSpec | None]) -> tuple:
@@ -150,7 +169,7 @@ def _quant(raw: dict[str, Any] | None) -> QuantSpec | None:
 
 def _tensor(raw: dict[str, Any]) -> TensorSpec:
     return TensorSpec(raw["name"], raw["dtype"], tuple(raw["shape"]), raw["static"], _quant(raw["quant"]),
-                      _quant(raw["wire"]))
+                      _quant(raw.get("wire")))  # schema < 3: no port folded a boundary DQ/Q
 
 
 def _attribute(value: Any) -> AttributeValue:
@@ -175,13 +194,14 @@ def _fused_op(raw: dict[str, Any]) -> FusedOp:
         tuple(_tensor(t) for t in raw["outputs"]), tuple(_task(t) for t in raw["tasks"]),
         tuple(_tensor(t) for t in raw["tensors"]), raw["rule"], raw["predicted_gain"],
         raw.get("source", "branch"),  # specs written before the field existed hold branch groups only
+        tuple(raw.get("instances") or (raw["node_name"],)),  # schema 1: one fused node per op type
     )
 
 
 def _fusion_spec_from_dict(raw: dict[str, Any]) -> FusionSpec:
     return FusionSpec(
         raw["model"], raw["source_sha256"], raw["target"], tuple(_fused_op(op) for op in raw["fused_ops"]),
-        raw["schema_version"], raw["domain"],
+        SCHEMA_VERSION, raw["domain"],  # read as the current version: schema 1 differs only by instances
     )
 
 

@@ -9,8 +9,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hexfuse.graph_passes import structure
 from hexfuse.graph_passes.analysis import Analysis
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec, structure_key
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.flat import ONNX_DOMAINS
+from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
 from hexfuse.graph_passes.tasks import Task
 
 
@@ -32,62 +35,58 @@ def node_spec(node: onnx.NodeProto) -> NodeSpec:
 
 
 def boundary(analysis: Analysis, node_indices: list[int]) -> tuple[list[str], list[str]]:
-    """(inputs, outputs) of a set of nodes: tensors read from outside, tensors used outside."""
-    flow = analysis.flow
-    inside = set(node_indices)
-    produced = {name for i in node_indices for name in flow.nodes[i].output if name}
-    inputs: dict[str, None] = {}
-    outputs: dict[str, None] = {}
-    for index in node_indices:
-        node = flow.nodes[index]
-        for name in node.input:
-            if name and name not in produced:
-                inputs[name] = None
-        for name in node.output:
-            if not name:
-                continue
-            used_outside = any(user not in inside for user in flow.consumers.get(name, ()))
-            if used_outside or name in flow.graph_outputs:
-                outputs[name] = None
-    return list(inputs), list(outputs)
+    """(inputs, outputs) of a set of nodes by name: tensors read from outside, tensors used outside."""
+    names = analysis.flat.names
+    inputs, outputs = structure.boundary(analysis, node_indices)
+    return [names[t] for t in inputs], [names[t] for t in outputs]
 
 
-def _quant_of(analysis: Analysis, node: onnx.NodeProto) -> QuantSpec | None:
-    flow = analysis.flow
-    scale = flow.constant_value(node.input[1])
-    zero_name = node.input[2] if len(node.input) > 2 else ""
-    zero = flow.constant_value(zero_name) if zero_name else None
-    if scale is None or (zero_name and zero is None):
+def _quant_of(analysis: Analysis, index: int) -> QuantSpec | None:
+    flat = analysis.flat
+    ins, op_type = flat.inputs[index], flat.op_types[index]
+    scale = flat.constant_value(ins[1]) if len(ins) > 1 and ins[1] >= 0 else None
+    zero_id = ins[2] if len(ins) > 2 else -1
+    zero = flat.constant_value(zero_id) if zero_id >= 0 else None
+    if scale is None or (zero_id >= 0 and zero is None):
         return None
-    quantized = node.input[0] if node.op_type == "DequantizeLinear" else node.output[0]
-    dtype = flow.dtype(quantized)
+    quantized = ins[0] if op_type == "DequantizeLinear" else flat.outputs[index][0]
+    dtype = flat.type(quantized).dtype
     zero_points = tuple(int(v) for v in np.ravel(zero)) if zero is not None else (0,) * int(np.size(scale))
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 1) if np.size(scale) > 1 else None
+    axis = next((a.i for a in flat.node(index).attribute if a.name == "axis"), 1) if np.size(scale) > 1 else None
     return QuantSpec(dtype, tuple(float(v) for v in np.ravel(scale)), zero_points, axis)
 
 
-def _quant_params(analysis: Analysis) -> dict[str, QuantSpec]:
-    """Quantization of every tensor that a Q produces or a DQ reads, model-wide."""
-    result: dict[str, QuantSpec] = {}
-    for node in analysis.flow.nodes:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
-            continue
-        quant = _quant_of(analysis, node)
-        if quant is not None:
-            result[node.input[0] if node.op_type == "DequantizeLinear" else node.output[0]] = quant
-    return result
+def quant_of(analysis: Analysis, tensor: int) -> QuantSpec | None:
+    """Quantization of a tensor a Q produces or a DQ reads (the last such node in graph order wins)."""
+    flat = analysis.flat
+    cache = analysis.quant_specs
+    if tensor in cache:
+        return cache[tensor]
+    if not analysis.structures.quantized[tensor]:  # no Q produces it, no DQ with constant parameters reads it
+        return None
+    definers = [u for u in flat.consumers[tensor] if flat.op_types[u] == "DequantizeLinear" and flat.inputs[u][0] == tensor]
+    source = flat.producer[tensor]
+    if source >= 0 and flat.op_types[source] == "QuantizeLinear":
+        definers.append(source)
+    quant = None
+    for index in sorted(definers):
+        if flat.domains[index] in ONNX_DOMAINS:
+            quant = _quant_of(analysis, index) or quant
+    cache[tensor] = quant
+    return quant
 
 
 def tensor_spec(analysis: Analysis, name: str) -> TensorSpec:
     cache = analysis.tensor_specs
-    if not cache:
-        cache[""] = _quant_params(analysis)  # filled once; "" is never a tensor name
     spec = cache.get(name)
     if spec is None:
-        flow = analysis.flow
-        shape = flow.shape(name)
-        quant = cache[""].get(name)
-        spec = cache[name] = TensorSpec(name, flow.dtype(name), tuple(shape) if shape else (), flow.is_static(name), quant)
+        flat = analysis.flat
+        tensor = flat.ids[name]
+        kind = flat.type(tensor)
+        if kind is None or kind.dtype is None:
+            raise HexfuseError(f"tensor {name!r} has no known tensor type")
+        spec = cache[name] = TensorSpec(name, kind.dtype, kind.shape or (), bool(flat.static[tensor]),
+                                        quant_of(analysis, tensor))
     return spec
 
 
@@ -98,55 +97,48 @@ def task_spec(analysis: Analysis, task: Task) -> TaskSpec:
     return cached
 
 
-def task_structure(analysis: Analysis, task: Task) -> tuple:
-    """The task's structure key (graph_passes.spec.structure_key), cached per task."""
-    cached = analysis.task_keys.get(task.id)
-    if cached is None:
-        cached = analysis.task_keys[task.id] = structure_key(task_spec(analysis, task), lambda n: tensor_spec(analysis, n))
-    return cached
-
-
 def _task_spec(analysis: Analysis, task: Task) -> TaskSpec:
     indices = list(analysis.task_body(task).body)
     inputs, outputs = boundary(analysis, indices)
     work = analysis.work(task)
     return TaskSpec(
-        id=f"t{task.id}", engine=task.engine.value, nodes=tuple(node_spec(analysis.flow.nodes[i]) for i in indices),
+        id=f"t{task.id}", engine=task.engine.value, nodes=tuple(node_spec(analysis.flat.node(i)) for i in indices),
         inputs=tuple(inputs), outputs=tuple(outputs), macs=work.macs, elements=work.elements,
         bytes_moved=work.bytes_moved,
     )
 
 
 def group_nodes(analysis: Analysis, tasks: tuple[Task, ...]) -> list[int]:
-    """The nodes that move into the fused node's function (boundary DQ/Q stay outside)."""
-    return sorted(index for task in tasks for index in analysis.task_body(task).body)
+    """The nodes that move into the fused node's function, task after task, each task in graph order:
+    the order of a fused function's body (boundary DQ/Q stay outside, qdq_boundary.py)."""
+    return [index for task in tasks for index in analysis.task_body(task).body]
 
 
 def group_op_type(analysis: Analysis, tasks: tuple[Task, ...], number: int) -> str:
-    """A C-identifier op type, unique per group and stable for the same model."""
-    names = "\0".join(analysis.flow.nodes[i].name or str(i) for i in group_nodes(analysis, tasks))
+    """A C-identifier op type, unique per group structure and stable for the same model."""
+    graph = analysis.flat.model.graph
+    names = "\0".join(graph.node[i].name or str(i) for i in group_nodes(analysis, tasks))
     return f"HexFuse_{number}_{hashlib.sha1(names.encode()).hexdigest()[:6]}"
 
 
-def _port(analysis: Analysis, tensor: TensorSpec, is_input: bool) -> TensorSpec:
-    """A fused-op port with the encoding it has on the QNN EP: the DQ feeding it (an input) or the Q
-    reading it (an output), both outside the fused node, fold into it (qdq_boundary.py)."""
-    flow = analysis.flow
-    if is_input:
-        nodes = [flow.producer[tensor.name]] if tensor.name in flow.producer else []
-    else:
-        nodes = flow.consumers.get(tensor.name, [])
+def port_wire(analysis: Analysis, tensor: int, is_input: bool) -> tuple[QuantSpec | None, bool]:
+    """(encoding, static) of a fused-op port on the QNN EP: the DQ feeding it (an input) or the Q
+    reading it (an output), both left outside the fused node, fold into it (qdq_boundary.py); a
+    DQ(initializer) port arrives as a STATIC quantized tensor (weights)."""
+    flat = analysis.flat
     wanted = "DequantizeLinear" if is_input else "QuantizeLinear"
+    source = flat.producer[tensor]
+    nodes = ([source] if source >= 0 else []) if is_input else flat.consumers[tensor]
     for index in nodes:
-        node = flow.nodes[index]
-        if node.op_type == wanted and node.domain in ("", "ai.onnx"):
-            wire = _quant_of(analysis, node)
-            if wire is None:
-                return tensor
-            # DQ(initializer): the QNN EP hands the port over as a STATIC quantized tensor (weights).
-            static = is_input and flow.is_static(node.input[0])
-            return replace(tensor, wire=wire, static=tensor.static or static)
-    return tensor
+        if flat.op_types[index] == wanted and flat.domains[index] in ONNX_DOMAINS:
+            wire = _quant_of(analysis, index)
+            return wire, is_input and wire is not None and bool(flat.static[flat.inputs[index][0]])
+    return None, False
+
+
+def _port(analysis: Analysis, tensor: TensorSpec, is_input: bool) -> TensorSpec:
+    wire, static = port_wire(analysis, analysis.flat.ids[tensor.name], is_input)
+    return replace(tensor, wire=wire, static=tensor.static or static) if wire is not None else tensor
 
 
 def fused_op_spec(

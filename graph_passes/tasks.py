@@ -17,7 +17,7 @@ would tie that branch to every other branch reading the same quantized tensor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine
 from hexfuse.graph_passes.reach import Reachability
@@ -26,8 +26,7 @@ from hexfuse.graph_passes.units import UnitGraph
 MAX_TASK_UNITS = 64  # bounds the convexity check; a longer region is cut into several tasks
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     id: int
     engine: Engine  # FREE for a task made only of views
     units: tuple[int, ...]  # unit positions, ascending
@@ -51,40 +50,37 @@ def _joinable(engine: Engine, task_engine: Engine) -> bool:
     return engine is task_engine or task_engine is Engine.FREE
 
 
-def _is_lone_qdq(graph: UnitGraph, flow_op_types: list[str], unit: int) -> bool:
-    nodes = graph.units[unit].nodes
-    return len(nodes) == 1 and flow_op_types[nodes[0]] in ("QuantizeLinear", "DequantizeLinear")
-
-
 def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> list[Task]:
     """``op_types`` lists the op type of every node, by node index."""
-    task_of: list[int | None] = [None] * len(graph.units)
+    count = len(graph)
+    lone = [len(nodes) == 1 and op_types[nodes[0]] in ("QuantizeLinear", "DequantizeLinear") for nodes in graph.nodes]
+    task_of: list[int | None] = [None] * count
     members: list[list[int]] = []
     engines: list[Engine] = []
-    for unit in graph.units:
-        if unit.blocker is not None or unit.engine is Engine.OPAQUE:
+    for position in range(count):
+        engine = graph.engine[position]
+        if graph.blocker[position] is not None or engine is Engine.OPAQUE:
             continue
-        preds = graph.predecessors[unit.position]
+        preds = graph.predecessors[position]
         chosen = None
-        lone = _is_lone_qdq(graph, op_types, unit.position)
-        for pred in () if lone else preds:
+        for pred in () if lone[position] else preds:
             task = task_of[pred]
-            if task is None or len(members[task]) >= MAX_TASK_UNITS or _is_lone_qdq(graph, op_types, pred):
+            if task is None or len(members[task]) >= MAX_TASK_UNITS or lone[pred]:
                 continue
             if len(graph.successors[pred]) > 1:
                 continue
-            if not _joinable(unit.engine, engines[task]):
+            if not _joinable(engine, engines[task]):
                 continue
             others = [p for p in preds if task_of[p] != task]
-            if reach.first_path(members[task], others) is None:
+            if not others or reach.first_path(members[task], others) is None:
                 chosen = task
                 break
         if chosen is None:
             chosen = len(members)
             members.append([])
-            engines.append(unit.engine)
+            engines.append(engine)
         elif engines[chosen] is Engine.FREE:
-            engines[chosen] = unit.engine  # a view chain takes the engine of the work joining it
-        members[chosen].append(unit.position)
-        task_of[unit.position] = chosen
+            engines[chosen] = engine  # a view chain takes the engine of the work joining it
+        members[chosen].append(position)
+        task_of[position] = chosen
     return [Task(i, engines[i], tuple(sorted(units))) for i, units in enumerate(members)]

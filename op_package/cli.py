@@ -28,18 +28,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def check_model_matches(model: Path, spec: FusionSpec) -> None:
-    """The fused model must hold a node of every fused op type the spec describes."""
+    """The fused model's fused nodes must be exactly the spec's instances, each calling its op type."""
     import onnx  # only here: the generator itself never touches ONNX objects
 
     try:
         proto = onnx.load(str(model), load_external_data=False)
     except Exception as exc:  # onnx raises several types for unreadable files
         raise HexfuseError(f"cannot read fused model {model}: {exc}") from None
-    present = {n.op_type for n in proto.graph.node if n.domain == spec.domain}
-    missing = [op.op_type for op in spec.fused_ops if op.op_type not in present]
+    present = {n.name: n.op_type for n in proto.graph.node if n.domain == spec.domain}
+    described = {name: op.op_type for op in spec.fused_ops for name in (op.instances or (op.node_name,))}
+    missing = [name for name, op_type in described.items() if present.get(name) != op_type]
     if missing:
-        raise HexfuseError(f"{model} has no node of fused op type {missing[0]} described by its spec "
-                           f"({len(missing)} missing): regenerate the spec with `hexfuse fuse`")
+        raise HexfuseError(f"{model} has no fused node {missing[0]!r} of op type {described[missing[0]]} described by "
+                           f"its spec ({len(missing)} missing): regenerate the spec with `hexfuse fuse`")
+    unknown = sorted(set(present) - set(described))
+    if unknown:
+        raise HexfuseError(f"{model} has fused node {unknown[0]!r} that its spec does not describe "
+                           f"({len(unknown)} such): regenerate the spec with `hexfuse fuse`")
 
 
 def spec_path(model: Path) -> Path:

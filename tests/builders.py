@@ -116,6 +116,52 @@ def qdq_two_branch(size: int = 32) -> onnx.ModelProto:
     return _model(nodes, [float_info("x", (size, size))], [float_info("y", (size, size)), float_info("s", (size, size))], [scale, zero, w, wscale])
 
 
+def twin_blocks(shapes: tuple[tuple[int, ...], ...] = ((64, 64), (64, 64)), size: int = 64) -> onnx.ModelProto:
+    """Independent blocks, each a_k -> MatMul(W) -> Reshape(shape_k) and b_k -> Softmax -> Mul(2): every
+    pairing of a matrix and a vector branch is the same group up to renaming, unless a block's Reshape
+    reads another shape constant (same output shape, other values: [64, 64] vs [-1, 64])."""
+    rng = np.random.default_rng(4)
+    nodes, inputs, outputs = [], [], []
+    inits = [_weight(rng, "w", (size, size)), numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    for k, shape in enumerate(shapes):
+        inits.append(numpy_helper.from_array(np.array(shape, np.int64), f"shape{k}"))
+        nodes += [
+            helper.make_node("MatMul", [f"a{k}", "w"], [f"m{k}"], name=f"matmul{k}"),
+            helper.make_node("Reshape", [f"m{k}", f"shape{k}"], [f"y{k}"], name=f"reshape{k}"),
+            helper.make_node("Softmax", [f"b{k}"], [f"sm{k}"], name=f"softmax{k}", axis=-1),
+            helper.make_node("Mul", [f"sm{k}", "two"], [f"s{k}"], name=f"scale{k}"),
+        ]
+        inputs += [float_info(f"a{k}", (size, size)), float_info(f"b{k}", (size, size))]
+        outputs += [float_info(f"y{k}", (size, size)), float_info(f"s{k}", (size, size))]
+    return _model(nodes, inputs, outputs, inits)
+
+
+def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_channel: bool = True) -> onnx.ModelProto:
+    """x -> Conv -> BatchNormalization -> Mul(c) -> Relu -> y  beside  x -> MaxPool -> p.
+
+    ``bn_users`` 2 gives the Conv output a second reader (nothing may fold then); ``per_channel`` False
+    makes the Mul constant vary over space (not foldable into weights)."""
+    rng = np.random.default_rng(5)
+    c = rng.standard_normal((channels, 1, 1) if per_channel else (1, side, side)).astype(np.float32)
+    inits = [_weight(rng, "w", (channels, channels, 3, 3)), numpy_helper.from_array(c, "c")]
+    for name in ("gamma", "beta", "mean"):
+        inits.append(numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), name))
+    inits.append(numpy_helper.from_array(rng.uniform(0.5, 2.0, channels).astype(np.float32), "var"))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["conv", "gamma", "beta", "mean", "var"], ["bn"], name="bn"),
+        helper.make_node("Mul", ["bn", "c"], ["scaled"], name="scale"),
+        helper.make_node("Relu", ["scaled"], ["y"], name="relu"),
+        helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    ]
+    shape = (1, channels, side, side)
+    outputs = [float_info("y", shape), float_info("p", shape)]
+    if bn_users == 2:
+        nodes.append(helper.make_node("Sigmoid", ["conv"], ["side"], name="side"))
+        outputs.append(float_info("side", shape))
+    return _model(nodes, [float_info("x", shape)], outputs, inits)
+
+
 def save(model: onnx.ModelProto, path) -> str:
     onnx.save(model, str(path))
     return str(path)

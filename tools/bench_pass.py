@@ -1,77 +1,132 @@
-"""Benchmark: time and peak memory of analyze + fuse against model size, beside ONNX Runtime.
+"""Benchmark: what users run (``hexfuse fuse`` with and without verification) and the pass alone,
+beside ONNX Runtime session creation on the same model, CPU time and wall, in one run.
 
-    python tools/bench_pass.py [--layers 10 100 400 1600 3300] [--hidden 16] [--no-ort]
+    python tools/bench_pass.py [--layers 100 400 1600 3300] [--hidden 16] [--repeat 1]
 
-Each size runs in its own process so that its peak memory (max RSS) is its own. Per row: the pass's
-stages (load, prepare, analyse, select, rewrite), total seconds, microseconds per node, peak MB,
-and the seconds ONNX Runtime (CPU EP) takes to create a session on the same model, in that process.
+Per size (stacked LM layers from tools/synthetic.py, 31 nodes each), back to back, each in a fresh
+process so that no measurement warms another's caches:
+
+    ORT basic / all   InferenceSession creation on the CPU EP at ORT_ENABLE_BASIC / ORT_ENABLE_ALL
+                      (timed inside the process, after ``import onnxruntime``)
+    pass              hexfuse.fuse_model: load -> rewrite, in memory (timed inside, after imports)
+    fuse --no-verify  the whole ``hexfuse fuse`` command, startup and imports included
+    fuse              the same with the default verification (graph_passes/verify.py)
+
+CPU seconds are the process's user + system time (all threads), wall seconds its elapsed time; with
+``--repeat N`` every figure is the median of N runs. Ratios are against ORT basic: the goals are
+pass <= 0.25 and fuse <= 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-HEADER = (f"{'nodes':>7} {'groups':>6} {'load':>6} {'prep':>6} {'analyse':>7} {'select':>6} {'rewrite':>7} "
-          f"{'pass s':>7} {'us/node':>7} {'peak MB':>7} {'ORT s':>7} {'ORT/pass':>8}")
+ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ("ORT basic", "ORT all", "pass", "fuse --no-verify", "fuse")
 
 
-def _ort_session_seconds(path: Path) -> float:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    start = time.perf_counter()
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return time.perf_counter() - start
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
-def _one(layers: int, hidden: int, with_ort: bool) -> str:
+def _inside(kind: str, path: str) -> None:
+    """Run one timed measurement in this process and print {cpu, wall, ...} as JSON."""
+    if kind == "pass":
+        from hexfuse import fuse_model
+
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = fuse_model(path)
+        extra = {"groups": len(result.analyzed.fused_nodes), "ops": len(result.spec.fused_ops),
+                 "stages": {k: round(v, 3) for k, v in result.analyzed.timings.items()}}
+    else:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.graph_optimization_level = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[kind]
+        cpu, wall = time.process_time(), time.perf_counter()
+        ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        extra = {}
+    print(json.dumps({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, **extra}), flush=True)
+
+
+def _measure_inside(kind: str, path: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--inside", kind, str(path)], capture_output=True, text=True,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind} failed: {done.stderr.strip().splitlines()[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure_command(path: Path, out: Path, verify: bool) -> dict:
+    command = [sys.executable, "-m", "hexfuse", "fuse", str(path), "-o", str(out)] + ([] if verify else ["--no-verify"])
+    cpu, wall = _child_cpu(), time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"hexfuse fuse failed: {done.stderr.strip().splitlines()[-1]}")
+    return {"cpu": _child_cpu() - cpu, "wall": time.perf_counter() - wall}
+
+
+def _one_size(layers: int, hidden: int, repeat: int) -> dict:
     import onnx
 
-    from hexfuse import fuse_model
     from hexfuse.tools.synthetic import NODES_PER_LAYER, stacked_lm
 
+    runs: dict[str, list[dict]] = {name: [] for name in COLUMNS}
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"lm_{layers}.onnx"
         onnx.save(stacked_lm(layers, hidden=hidden), path)
-        start = time.perf_counter()
-        result = fuse_model(path)
-        total = time.perf_counter() - start
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before ORT adds its own
-        ort_seconds = _ort_session_seconds(path) if with_ort else float("nan")
-    t = result.analyzed.timings
-    nodes = layers * NODES_PER_LAYER
-    return (f"{nodes:>7} {len(result.spec.fused_ops):>6} {t['load']:>6.2f} {t['prepare']:>6.2f} {t['analyse']:>7.2f} "
-            f"{t['select']:>6.2f} {t.get('rewrite', 0.0):>7.2f} {total:>7.2f} {1e6 * total / nodes:>7.1f} "
-            f"{peak_mb:>7.0f} {ort_seconds:>7.2f} {ort_seconds / total:>8.2f}")
+        for _ in range(repeat):
+            runs["ORT basic"].append(_measure_inside("basic", path))
+            runs["ORT all"].append(_measure_inside("all", path))
+            runs["pass"].append(_measure_inside("pass", path))
+            runs["fuse --no-verify"].append(_measure_command(path, Path(scratch) / "nv.onnx", verify=False))
+            runs["fuse"].append(_measure_command(path, Path(scratch) / "v.onnx", verify=True))
+    median = {name: {k: statistics.median(r[k] for r in rs) for k in ("cpu", "wall")} for name, rs in runs.items()}
+    last = runs["pass"][-1]
+    return {"nodes": layers * NODES_PER_LAYER, "groups": last["groups"], "ops": last["ops"],
+            "stages": last["stages"], **median}
+
+
+def _row(m: dict) -> str:
+    basic = m["ORT basic"]["cpu"]
+    cells = " ".join(f"{m[name]['cpu']:>6.2f}/{m[name]['wall']:<6.2f}" for name in COLUMNS)
+    return (f"{m['nodes']:>7} {m['groups']:>6} {m['ops']:>3} {cells} {m['pass']['cpu'] / basic:>9.2f} "
+            f"{m['fuse --no-verify']['cpu'] / basic:>9.2f} {m['fuse']['cpu'] / basic:>9.2f} "
+            f"{m['fuse']['wall'] / m['ORT basic']['wall']:>9.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, nargs="+", default=[10, 100, 400, 1600, 3300])
+    parser.add_argument("--layers", type=int, nargs="+", default=[100, 400, 1600, 3300],
+                        help="sizes in stacked LM layers (31 nodes each; default ~3k, 12k, 50k, 100k nodes)")
     parser.add_argument("--hidden", type=int, default=16, help="hidden size of the synthetic layers")
-    parser.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime session creation")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # internal: one size, this process
+    parser.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
+    parser.add_argument("--inside", nargs=2, metavar=("KIND", "MODEL"), help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
-    if args.one is not None:
-        print(_one(args.one, args.hidden, not args.no_ort), flush=True)
+    if args.inside:
+        _inside(*args.inside)
         return
-    print(HEADER, flush=True)
+    print("CPU/wall seconds per column; ratios against ORT basic (CPU, and wall for fuse)", flush=True)
+    heads = " ".join(f"{name:>13}" for name in COLUMNS)
+    print(f"{'nodes':>7} {'groups':>6} {'ops':>3} {heads} {'pass/ORT':>9} {'nv/ORT':>9} {'fuse/ORT':>9} "
+          f"{'fuse/ORT w':>9}", flush=True)
+    stages = []
     for layers in args.layers:
-        command = [sys.executable, __file__, "--one", str(layers), "--hidden", str(args.hidden)]
-        done = subprocess.run(command + (["--no-ort"] if args.no_ort else []), capture_output=True, text=True)
-        if done.returncode != 0:
-            print(f"{layers} layers failed: {done.stderr.strip().splitlines()[-1]}", flush=True)
-            continue
-        print(done.stdout.rstrip(), flush=True)
+        measured = _one_size(layers, args.hidden, args.repeat)
+        print(_row(measured), flush=True)
+        stages.append(f"{measured['nodes']:>7}: " + ", ".join(f"{k} {v:.2f}" for k, v in measured["stages"].items()))
+    print("pass stages (CPU s):", *stages, sep="\n  ")
 
 
 if __name__ == "__main__":

@@ -62,10 +62,11 @@ def model_table(path: Path, target_name: str, min_gain: float) -> list[str]:
     if result.fused_ops:
         lines += [("| group | tasks | t1 serial | t2 best existing | t3 fused serial | t4 fused concurrent | "
                   "entry merge | overlap | gain vs t2 |"), "|---|---|---|---|---|---|---|---|---|"]
-        for op, group in zip(result.fused_ops, result.selection.groups):
+        for node in result.fused_nodes:
+            group, op = node.group, result.fused_ops[node.op]
             d = group.verdict.details
             tasks = " + ".join(f"{t.engine}({len(t.nodes)})" for t in op.tasks)
-            lines.append(f"| {op.op_type} | {tasks} | {_us(d, 't1_serial')} | {_us(d, 't2_best_existing')} | "
+            lines.append(f"| {node.node_name} | {tasks} | {_us(d, 't1_serial')} | {_us(d, 't2_best_existing')} | "
                          f"{_us(d, 't3_fused_serial')} | {_us(d, 't4_fused_concurrent')} | "
                          f"{d['entry_merge_gain']:.1%} | {d['overlap_gain']:.1%} | {group.verdict.gain:.1%} |")
         lines.append("")

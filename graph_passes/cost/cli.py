@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hexfuse.graph_passes.cost.baselines import Baselines
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
+from hexfuse.graph_passes.cost.timeline import OpPrediction
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.io import write_atomic
 from hexfuse.graph_passes.spec import FusedOp
@@ -31,35 +31,35 @@ def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:
     return target if isinstance(target, CostScorer) else scorer_for(target, 0.0)
 
 
-def _predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> tuple[list[Baselines | None], list]:
-    bases, costs = [], []
+def predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> list[OpPrediction]:
+    """One prediction per op type (its fused nodes are identical up to renaming, so they share it)."""
+    out = []
     for op in fused_ops:
         _, task_costs = scorer.task_costs(op)
-        costs.append(task_costs)
         try:
-            bases.append(scorer.predict(op))
+            base = scorer.predict(op)
         except Infeasible:
-            bases.append(None)
-    return bases, costs
+            base = None
+        out.append(OpPrediction(op, base, tuple(task_costs), max(1, len(op.instances))))
+    return out
 
 
 def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
-                       out_prefix: Path) -> list[Path]:
-    """Write ``<out_prefix>.timeline.json`` (Perfetto) and ``<out_prefix>.timeline.png``; return their paths."""
+                       out_prefix: Path, plot: bool = False) -> list[Path]:
+    """Write ``<out_prefix>.timeline.json`` (Perfetto), and ``<out_prefix>.timeline.png`` when ``plot``;
+    return the paths written."""
     from hexfuse.graph_passes.cost.timeline import write_reports
 
     scorer = _as_scorer(target)
-    bases, costs = _predictions(fused_ops, scorer)
-    return write_reports(fused_ops, bases, costs, scorer.target, Path(out_prefix))
+    return write_reports(predictions(fused_ops, scorer), scorer.target, Path(out_prefix), plot)
 
 
 def render_cost_markdown(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer) -> str:
-    """A Markdown section: the four baselines, both gains and the quota of every fused group."""
+    """A Markdown section: the four baselines, both gains and the quota of every fused op type."""
     from hexfuse.graph_passes.cost.timeline import render_markdown
 
     scorer = _as_scorer(target)
-    bases, _ = _predictions(fused_ops, scorer)
-    return render_markdown(fused_ops, bases, scorer.target)
+    return render_markdown(predictions(fused_ops, scorer), scorer.target)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,6 +14,8 @@ fetched from DDR each time; activations up to ``target.resident_mb`` stay in VTC
 keep HTP's tiled layout (no input packing); HMX outputs need an HVX requant/layout pass; a run-time
 weight operand (MatMul of two activations) needs HVX dequant + packing.
 Depthwise-style convs (<= 4 input channels per group) run on HVX, as on HTP.
+Epilogues the target folds (``target.folds``: BatchNormalization, constant Mul/Add after a matrix op)
+cost nothing and dispatch nothing: the converter folds them into the matrix op's weights and bias.
 """
 
 from __future__ import annotations
@@ -266,9 +268,26 @@ def compute_nodes(task: TaskSpec) -> list[NodeSpec]:
     return computes if computes else [n for n in task.nodes if n.op_type in _QDQ]
 
 
+def folded_epilogues(task: TaskSpec, target: Target) -> set[int]:
+    """Positions in ``task.nodes`` of epilogues the target folds into the matrix op before them
+    (BatchNormalization, constant Mul/Add: graph_passes/folds.py put them into the matrix task)."""
+    if task.engine != "matrix" or not target.folds:
+        return set()
+    hosted: set[str] = set()  # tensors a matrix op or a folded epilogue produces
+    folded = set()
+    for position, node in enumerate(task.nodes):
+        if node.op_type in _MATRIX or (node.op_type in target.folds and any(name in hosted for name in node.inputs)):
+            hosted.update(name for name in node.outputs if name)
+            if node.op_type not in _MATRIX:
+                folded.add(position)
+    return folded
+
+
 def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: Storage | None = None) -> TaskCost:
     st = storage or Storage(op)
-    ops = tuple(c for c in (node_cost(n, st, target) for n in compute_nodes(task)) if c is not None)
+    folded = {id(task.nodes[i]) for i in folded_epilogues(task, target)}
+    nodes = [n for n in compute_nodes(task) if id(n) not in folded]
+    ops = tuple(c for c in (node_cost(n, st, target) for n in nodes) if c is not None)
     return combine(task.id, task.engine, ops)
 
 

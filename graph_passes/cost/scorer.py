@@ -33,6 +33,7 @@ class CostScorer:
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
+    _predictions: dict[tuple, Baselines] = field(default_factory=dict, repr=False)
     _keys: dict[int, tuple[TaskSpec, tuple]] = field(default_factory=dict, repr=False)  # id(task) -> (task, key)
 
     def __post_init__(self) -> None:
@@ -79,8 +80,18 @@ class CostScorer:
         return verdict
 
     def predict(self, op: FusedOp) -> Baselines:
-        """Full prediction with schedules (for timelines and reports)."""
-        return predict(self.task_costs(op)[1], self.target)
+        """Full prediction with schedules (for timelines and reports), once per group structure."""
+        keys, costs = self.task_costs(op)
+        cached = self._predictions.get(tuple(keys))
+        if cached is None:
+            cached = self._predictions[tuple(keys)] = predict(costs, self.target)
+        return cached
+
+    def serial_ns(self, op: FusedOp) -> float:
+        """Baseline 1 of the op's tasks: each compute node its own QNN op, one after another."""
+        keys, costs = self.task_costs(op)
+        return sum(self._alone_ns(k, c) for k, c in zip(keys, costs)) + self.target.dispatch_ns * sum(
+            c.dispatches for c in costs)
 
     def _score(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
         try:

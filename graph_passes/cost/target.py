@@ -22,6 +22,8 @@ ALIASES = {
     "v73": "sm8550", "8gen2": "sm8550", "v75": "sm8650", "8gen3": "sm8650", "v79": "sm8750", "8elite": "sm8750",
     "xelite": "x-elite", "x1e": "x-elite",
 }
+# Epilogues a target may fold into the matrix op before them (graph_passes/folds.py), by JSON key.
+FOLDS = {"batch_norm": ("BatchNormalization",), "scale_shift": ("Mul", "Add")}
 # Op classes that calibration can scale (opcost.op_class names them).
 OP_CLASSES = (
     "conv", "matmul", "depthwise", "elementwise", "transcendental", "norm", "softmax", "pool", "reduce",
@@ -50,6 +52,7 @@ class Target:
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
+    folds: frozenset[str] = frozenset()  # op types folded into a preceding matrix op (FOLDS)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     path: str = field(default="", compare=False)
 
@@ -122,10 +125,30 @@ def _factors(raw: dict[str, Any], where: str) -> tuple[dict[str, float], dict[st
     return factors, sources
 
 
+def _folds(raw: dict[str, Any], where: str) -> tuple[frozenset[str], dict[str, str]]:
+    """``"folds": {"batch_norm": {"value": true, "source": "..."}, ...}``: which epilogues fold, and why we think so."""
+    table = raw.get("folds", {})
+    if not isinstance(table, dict):
+        raise _fail(where, "folds", "expected an object of epilogue -> {value, source}")
+    ops: set[str] = set()
+    sources: dict[str, str] = {}
+    for key, entry in table.items():
+        if key not in FOLDS:
+            raise _fail(where, f"folds.{key}", f"unknown epilogue (known: {', '.join(FOLDS)})")
+        if not isinstance(entry, dict) or set(entry) != {"value", "source"} or not isinstance(entry["value"], bool):
+            raise _fail(where, f"folds.{key}", 'expected {"value": true|false, "source": text}')
+        if not isinstance(entry["source"], str) or not entry["source"].strip():
+            raise _fail(where, f"folds.{key}", "source must name a public document/URL or say 'estimate'")
+        sources[f"folds.{key}"] = entry["source"]
+        if entry["value"]:
+            ops.update(FOLDS[key])
+    return frozenset(ops), sources
+
+
 def target_from_dict(raw: Any, where: str) -> Target:
     if not isinstance(raw, dict):
         raise HexfuseError(f"target {where}: expected a JSON object")
-    known = {"name", "description", "factors", *_NUMERIC}
+    known = {"name", "description", "factors", "folds", *_NUMERIC}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _fail(where, unknown[0], "unknown field (typo?)")
@@ -138,11 +161,13 @@ def target_from_dict(raw: Any, where: str) -> Target:
         values[name], sources[name] = _figure(raw, name, where)
     factors, factor_sources = _factors(raw, where)
     sources.update(factor_sources)
+    folds, fold_sources = _folds(raw, where)
+    sources.update(fold_sources)
     if values["hmx_fp16_macs_per_cycle"] > values["hmx_int8_macs_per_cycle"]:
         raise _fail(where, "hmx_fp16_macs_per_cycle", "exceeds hmx_int8_macs_per_cycle (HMX fp16 is never faster)")
     if values["resident_mb"] > values["vtcm_mb"]:
         raise _fail(where, "resident_mb", "larger than vtcm_mb")
-    return Target(raw["name"], raw["description"], factors=factors, sources=sources, path=where, **values)
+    return Target(raw["name"], raw["description"], factors=factors, folds=folds, sources=sources, path=where, **values)
 
 
 def target_to_dict(target: Target) -> dict[str, Any]:
@@ -150,6 +175,10 @@ def target_to_dict(target: Target) -> dict[str, Any]:
     out: dict[str, Any] = {"name": target.name, "description": target.description}
     for name in _NUMERIC:
         out[name] = {"value": getattr(target, name), "source": target.sources.get(name, "estimate")}
+    folds = {key: {"value": all(op in target.folds for op in ops), "source": target.sources.get(f"folds.{key}", "estimate")}
+             for key, ops in FOLDS.items() if f"folds.{key}" in target.sources or any(op in target.folds for op in ops)}
+    if folds:
+        out["folds"] = folds
     if target.factors:
         out["factors"] = {
             c: {"value": round(v, 6), "source": target.sources.get(f"factors.{c}", "estimate")}

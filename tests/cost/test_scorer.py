@@ -63,19 +63,29 @@ def test_scoring_is_cached_and_fast():
 
 def test_reports_trace_png_and_markdown(inception, tmp_path):
     scorer, result = inception
-    paths = write_cost_reports(result.fused_ops, scorer, tmp_path / "out")
+    paths = write_cost_reports(result.fused_ops, scorer, tmp_path / "out", plot=True)
     assert [p.name for p in paths] == ["out.timeline.json", "out.timeline.png"]
     trace = json.loads(paths[0].read_text())
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     tracks = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     assert {"1 original serial", "4 fused concurrent/hmx", "3 fused serial/hmx"} <= tracks
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in slices)
-    assert len({e["pid"] for e in slices}) == len(result.fused_ops)
+    assert len({e["pid"] for e in slices}) == len(result.fused_ops)  # one process per op type
+    listed = [e["args"] for e in trace["traceEvents"] if e.get("name") == "instances"]
+    assert sorted(n for entry in listed for n in entry["fused_nodes"]) == sorted(n.node_name for n in result.fused_nodes)
     assert paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(os.listdir(tmp_path)) == ["out.timeline.json", "out.timeline.png"]  # no temp files left
     table = render_cost_markdown(result.fused_ops, "sm8550")
     rows = [line for line in table.splitlines() if line.startswith("| `HexFuse")]
     assert len(rows) == len(result.fused_ops)
+
+
+def test_trace_is_compact_and_the_png_is_drawn_only_when_asked(inception, tmp_path):
+    scorer, result = inception
+    paths = write_cost_reports(result.fused_ops, scorer, tmp_path / "out")
+    assert [p.name for p in paths] == ["out.timeline.json"]
+    text = paths[0].read_text()
+    assert text == json.dumps(json.loads(text), separators=(",", ":")) + "\n"  # one line, no padding
 
 
 def test_scorer_for_names_and_paths():

@@ -17,10 +17,12 @@ def test_bundled_targets_load_and_cite_every_number():
     for name in list_targets():
         target = load_target(name)
         raw = json.loads((TARGETS_DIR / f"{name}.json").read_text())
-        for key, entry in raw.items():
-            if isinstance(entry, dict):
-                source = entry["source"]
-                assert source.startswith("estimate") or "http" in source or "DESIGN.md" in source, (name, key)
+        entries = [(key, entry) for key, entry in raw.items() if isinstance(entry, dict) and key != "folds"]
+        entries += [(f"folds.{key}", entry) for key, entry in raw.get("folds", {}).items()]
+        for key, entry in entries:
+            source = entry["source"]
+            assert source.startswith("estimate") or "http" in source or "DESIGN.md" in source, (name, key)
+        assert target.folds == {"BatchNormalization", "Mul", "Add"}, name  # every bundled target folds both
         assert target.vtcm_mb == 8
         assert target.hmx_fp16_macs_per_cycle <= target.hmx_int8_macs_per_cycle
 
@@ -35,6 +37,30 @@ def test_round_trip_through_json():
     target = load_target("sm8550").with_values(factors={"conv": 1.5})
     again = target_from_dict(json.loads(json.dumps(target_to_dict(target))), "memory")
     assert again == target
+
+
+def test_folds_can_be_switched_off_per_epilogue():
+    raw = json.loads((TARGETS_DIR / "sm8550.json").read_text())
+    raw["folds"]["scale_shift"]["value"] = False
+    target = target_from_dict(raw, "memory")
+    assert target.folds == {"BatchNormalization"}
+    assert target_from_dict(json.loads(json.dumps(target_to_dict(target))), "memory").folds == target.folds
+    del raw["folds"]
+    assert target_from_dict(raw, "memory").folds == frozenset()
+
+
+@pytest.mark.parametrize("folds, message", [
+    ({"conv_relu": {"value": True, "source": "estimate"}}, "unknown epilogue"),
+    ({"batch_norm": {"value": 1, "source": "estimate"}}, "true|false"),
+    ({"batch_norm": {"value": True, "source": " "}}, "source must name"),
+    ({"batch_norm": True}, "true|false"),
+    ([], "expected an object"),
+])
+def test_bad_folds_name_the_field(folds, message):
+    raw = json.loads((TARGETS_DIR / "sm8550.json").read_text())
+    raw["folds"] = folds
+    with pytest.raises(HexfuseError, match=message):
+        target_from_dict(raw, "bad.json")
 
 
 def _write(tmp_path: Path, raw) -> Path:

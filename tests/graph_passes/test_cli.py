@@ -82,10 +82,14 @@ def test_fuse_writes_model_spec_and_report_and_leaves_input_alone(tmp_path, caps
     assert code == 0, err
     assert "1 fused nodes" in err
     assert hashlib.sha256(open(source, "rb").read()).hexdigest() == digest
-    assert sorted(os.listdir(tmp_path)) == [
-        "in.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.onnx", "out.timeline.json", "out.timeline.png"
-    ]
+    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.onnx", "out.timeline.json"]
     onnx.checker.check_model(onnx.load(tmp_path / "out.onnx"), full_check=True)
+
+
+def test_plot_draws_the_png_only_when_asked(tmp_path, capsys):
+    source = builders.save(builders.two_branch(96), tmp_path / "in.onnx")
+    assert _run(capsys, "fuse", source, "-o", str(tmp_path / "out.onnx"), "--plot")[0] == 0
+    assert (tmp_path / "out.timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_same_input_gives_byte_identical_outputs(tmp_path, capsys):

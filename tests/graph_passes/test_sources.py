@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from hexfuse import fuse_model
+from hexfuse.graph_passes.balance import BalanceScorer
+from hexfuse.graph_passes.outputs import analysis_report
 from hexfuse.graph_passes.report import render_report
 from hexfuse.graph_passes.sources import BRANCH, REQUEST, SOURCES, Sources
 from hexfuse.graph_passes.spec import FusionSpec
@@ -32,14 +34,14 @@ def test_requests_built_into_one_graph_are_found_without_metadata(llama_pair):
     sources = Sources(analyzed.prepared, analyzed.analysis)
     kinds = [op.source for op in llama_pair.spec.fused_ops]
     assert set(kinds) <= set(SOURCES) and REQUEST in kinds and BRANCH in kinds
-    for op, group in zip(analyzed.fused_ops, analyzed.selection.groups):
-        parts = {sources.task_part(task).request for task in group.tasks}
+    for node in analyzed.fused_nodes:  # a shared op type's spec carries its first instance's source
+        parts = {sources.task_part(task).request for task in node.group.tasks}
         assert parts <= {"prefill_input_ids", "decode_input_ids"}
-        assert (op.source == REQUEST) == (len(parts) == 2), (op.op_type, parts)
+        assert (sources.kind(node.group.tasks) == REQUEST) == (len(parts) == 2), (node.node_name, parts)
 
 
 def test_report_and_spec_name_the_source(llama_pair, tmp_path):
-    report = render_report(llama_pair.analyzed, "x")
+    report = render_report(analysis_report(llama_pair.analyzed, BalanceScorer(min_gain=0.0), "x"))
     assert "| source |" in report and "| request: " in report and "| branch |" in report
     text = llama_pair.spec.to_json()
     assert FusionSpec.from_json(text) == llama_pair.spec

@@ -115,8 +115,36 @@ def test_cli_refuses_a_spec_that_does_not_match_the_model(tmp_path: Path) -> Non
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
     (tmp_path / "m.hexfuse.json").write_text(GOLDEN_SPEC.read_text())
-    with pytest.raises(HexfuseError, match="no node of fused op type HexFuse_0_golden"):
+    with pytest.raises(HexfuseError, match="no fused node .* of op type HexFuse_0_golden"):
         cli.run(_parse([str(path), "-o", str(tmp_path / "out")]))
     onnx.save(model, str(tmp_path / "bare.onnx"))
     with pytest.raises(HexfuseError, match="no fusion spec"):
         cli.run(_parse([str(tmp_path / "bare.onnx"), "-o", str(tmp_path / "o")]))
+
+
+def test_cli_checks_every_instance_of_a_shared_op_type(case_for, tmp_path: Path) -> None:
+    import onnx
+
+    case = case_for(LIGHT / "light_squeezenet.onnx")
+    spec = load_spec(str(case.fused.with_suffix(".hexfuse.json")))
+    op = spec.fused_ops[0]
+    model = onnx.load(str(case.fused))
+    fused = [n for n in model.graph.node if n.domain == spec.domain]
+    assert {n.name for n in fused} == {name for o in spec.fused_ops for name in o.instances}
+    for node in fused:  # a stray fused node the spec does not list
+        if node.name == op.instances[0]:
+            node.name = "renamed_by_hand"
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    path.with_suffix(".hexfuse.json").write_text(spec.to_json())
+    with pytest.raises(HexfuseError, match=f"no fused node '{op.instances[0]}'"):
+        cli.run(_parse([str(path), "-o", str(tmp_path / "out")]))
+    renamed = ("renamed_by_hand", *op.instances[1:])
+    fixed = dataclasses.replace(spec, fused_ops=(dataclasses.replace(op, instances=renamed), *spec.fused_ops[1:]))
+    path.with_suffix(".hexfuse.json").write_text(fixed.to_json())
+    assert cli.run(_parse([str(path), "-o", str(tmp_path / "out")])) == 0  # every fused node described again
+    if len(renamed) > 1:  # a spec listing fewer instances than the model holds
+        fewer = dataclasses.replace(spec, fused_ops=(dataclasses.replace(op, instances=renamed[:1]), *spec.fused_ops[1:]))
+        path.with_suffix(".hexfuse.json").write_text(fewer.to_json())
+        with pytest.raises(HexfuseError, match="that its spec does not describe"):
+            cli.run(_parse([str(path), "-o", str(tmp_path / "out2")]))

@@ -70,7 +70,8 @@ def write_split_model(fused_path: str, spec: FusionSpec, out_path: Path) -> tupl
         parts = []
         for part in split_op(op):
             parts.append(onnx.helper.make_node(part.op_type, [actual(t.name) for t in part.inputs],
-                                               [actual(t.name) for t in part.outputs], name=part.node_name,
+                                               [actual(t.name) for t in part.outputs],
+                                               name=f"{prefix}/{part.node_name.rsplit('/', 1)[-1]}",  # per fused node
                                                domain=FUSED_DOMAIN, serial=1))
         replaced[index] = parts
         count.update(part.op_type for part in parts)

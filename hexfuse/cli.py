@@ -147,11 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     from hexfuse.graph_passes.merge_cli import register as register_merge
     from hexfuse.op_package.cli import register as register_oppkg
     from hexfuse.tools.ab.cli import register as register_ab
+    from hexfuse.tools.optrace_cli import register as register_optrace
 
     register_merge(commands)
     register_cost(commands)
     register_oppkg(commands)
     register_ab(commands)
+    register_optrace(commands)
     return parser
 
 

@@ -2,7 +2,11 @@
 model's op package registered; print a JSON summary. Runs as a subprocess of the tests: a QNN EP
 failure can abort the whole process, and each package library must be the only one of its name.
 
-Usage: htp_run.py ORIGINAL FUSED LIBRARY PACKAGE OPTYPE[,OPTYPE...]
+Usage: htp_run.py ORIGINAL FUSED LIBRARY PACKAGE OPTYPE[,OPTYPE...] [SCHEDULE_DIR]
+
+With SCHEDULE_DIR, the fused model is also prepared with profiling_level=optrace there, once as written
+(serial = 0) and once with every fused node's barrier switch on (serial = 1), and the per-fused-node
+schedules read from the two schematics (tools/optrace.py) are added to the summary.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.qnn_session import QNN_EP, read_assignment, register_qnn
 
 
-def _session(path: str, devices, op_packages: str | None) -> ort.InferenceSession:
+def _session(path: str, devices, op_packages: str | None, optrace: bool = False) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
@@ -27,6 +31,8 @@ def _session(path: str, devices, op_packages: str | None) -> ort.InferenceSessio
     provider = {"backend_type": "htp"}
     if op_packages:
         provider["op_packages"] = op_packages
+    if optrace:  # the schematic lands in the working folder
+        provider.update({"profiling_level": "optrace", "profiling_file_path": "profile.csv"})
     options.add_provider_for_devices(devices, provider)
     return ort.InferenceSession(path, options)
 
@@ -38,7 +44,39 @@ def _grid_step(values: np.ndarray) -> float:
     return float(steps.min()) if steps.size else 0.0
 
 
-def main(original: str, fused: str, library: str, package: str, op_types: str) -> None:
+def _schedules(fused: str, devices, op_packages: str, folder: str) -> dict:
+    """Per serial mode, per fused node: engines and run-list spans of the ops QNN made of it."""
+    import os
+
+    from hexfuse.tools.optrace import find_schematics, fused_node_schedules, read_schematic
+
+    model = onnx.load(fused)
+    out = {}
+    for serial in (0, 1):
+        for node in model.graph.node:
+            if node.domain == "hexfuse":
+                for attribute in node.attribute:
+                    if attribute.name == "serial":
+                        attribute.i = serial
+        where = os.path.join(folder, f"serial{serial}")
+        os.makedirs(where, exist_ok=True)
+        path = os.path.join(where, "model.onnx")
+        onnx.save(model, path)
+        here = os.getcwd()
+        os.chdir(where)
+        try:
+            _session(path, devices, op_packages, optrace=True)
+        finally:
+            os.chdir(here)
+        schematic = max(find_schematics(where), key=lambda p: p.stat().st_size)
+        out[str(serial)] = {f.node: {"matrix": [[s.name, s.engine, s.start, s.end] for s in f.matrix],
+                                     "tasks": [[s.name, s.engine, s.start, s.end] for s in f.tasks],
+                                     "overlapped": f.overlapped}
+                            for f in fused_node_schedules(read_schematic(schematic))}
+    return out
+
+
+def main(original: str, fused: str, library: str, package: str, op_types: str, schedule_dir: str = "") -> None:
     devices = register_qnn()
     feeds = random_inputs(onnx.load(original))
     exact = ort.SessionOptions()
@@ -55,7 +93,11 @@ def main(original: str, fused: str, library: str, package: str, op_types: str) -
         outputs.append({"max_abs": float(np.max(np.abs(a - b))), "max_ref": float(np.max(np.abs(a))),
                         "grid": _grid_step(ref), "original_vs_onnx": float(np.max(np.abs(a - ref))),
                         "fused_vs_onnx": float(np.max(np.abs(b - ref))), "differing": int(np.sum(a != b)), "size": a.size})
-    print(json.dumps({"claimed": sorted(claimed), "fused_nodes": sorted(fused_nodes), "outputs": outputs}))
+    summary = {"claimed": sorted(claimed), "fused_nodes": sorted(fused_nodes), "outputs": outputs}
+    if schedule_dir:
+        summary["schedules"] = _schedules(fused, devices, op_packages_option(package, op_types.split(","), library),
+                                          schedule_dir)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
     shutil.copy(built, library)
     op_types = ",".join(op.op_type for op in load_spec(str(fused.with_suffix(".hexfuse.json"))).fused_ops)
     done = subprocess.run([sys.executable, str(HELPER), str(ROOT / "models" / f"{name}.onnx"), str(fused),
-                           str(library), package, op_types], capture_output=True, text=True, timeout=900)
+                           str(library), package, op_types, str(tmp_path / "schedules")],
+                          capture_output=True, text=True, timeout=1800)
     shutil.rmtree(short, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -71,3 +72,30 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
             assert out["max_abs"] <= 1e-5 * max(out["max_ref"], 1e-6), out
         else:
             assert out["fused_vs_onnx"] <= out["original_vs_onnx"] + out["grid"] * 1.001, out
+    spec = load_spec(str(fused.with_suffix(".hexfuse.json")))
+    with_matrix = {node for op in spec.fused_ops if any(t.engine == "matrix" for t in op.tasks) for node in op.instances}
+    _check_schedules(result["schedules"], name, built, with_matrix)
+
+
+def _check_schedules(schedules: dict, name: str, library: Path, with_matrix: set[str]) -> None:
+    """What the HTP scheduler made of every fused node (tools/optrace.py): its matrix work as QNN's own
+    ops (on HMX for the quantized models), its other tasks as package ops on HVX threads; with the
+    barrier switch on, every task op is the serial variant and is issued after the node's matrix work."""
+    concurrent, serial = schedules["0"], schedules["1"]
+    assert concurrent and set(concurrent) == set(serial)
+    for node, ops in concurrent.items():
+        assert ops["tasks"] and all(engine == "hvx" and not op.endswith("_s") for op, engine, *_ in ops["tasks"]), (node, ops)
+        if "qdq" in name:  # (QNN may merge a node's projection into a parallel one reading the same input:
+            # its op then carries the other node's id, so a node can show no matrix op of its own)
+            assert all(engine == "hmx" for _, engine, *_ in ops["matrix"]), (node, ops)
+    expected = [node for node in concurrent if any(node.startswith(m) for m in with_matrix)]
+    if "qdq" in name:
+        assert sum(1 for node in expected if concurrent[node]["matrix"]) >= max(1, len(expected) // 2), concurrent
+    for node, ops in serial.items():
+        assert all(op.endswith("_s") for op, *_ in ops["tasks"]) or not ops["matrix"], (node, ops)
+        if ops["matrix"]:
+            last_matrix = max(end for *_, end in ops["matrix"])
+            assert all(start > last_matrix for _, _, start, _ in ops["tasks"]), (node, ops)
+    # The HTP build carries no matrix kernel of ours: matrix work only ever runs on QNN's own ops.
+    symbols = subprocess.run(["nm", "-C", str(library)], capture_output=True, text=True).stdout
+    assert "matmul_f32" not in symbols and "conv_f32" not in symbols

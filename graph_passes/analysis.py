@@ -10,7 +10,8 @@ from functools import cached_property
 import onnx
 from onnx import helper
 
-from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.backend import Backend, supported
+from hexfuse.graph_passes.dataflow import Dataflow, overridable_initializers
 from hexfuse.graph_passes.engines import Engine
 from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.hazards import BufferMap, Buffers, task_buffers
@@ -29,6 +30,7 @@ class Analysis:
     tasks: list[Task]
     label: Callable[[int], str] = field(repr=False)  # node index -> how reports name it (labels.py)
     folds: frozenset[str] = frozenset()  # epilogue op types folded into matrix units (folds.py)
+    backend: Backend | None = None  # what runs the fused nodes can do (backend.py)
     _buffers: BufferMap | None = field(default=None, repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
@@ -41,17 +43,17 @@ class Analysis:
     quant_specs: dict[int, object] = field(default_factory=dict, repr=False)
 
     @staticmethod
-    def of(model: onnx.ModelProto, supported_ops: frozenset[str] | None = None, *, folds: frozenset[str] = frozenset(),
+    def of(model: onnx.ModelProto, backend: Backend | None = None, *, folds: frozenset[str] = frozenset(),
            typed: onnx.GraphProto | None = None, aliases: Mapping[str, str] | None = None,
            label: Callable[[int], str] | None = None, flat: FlatGraph | None = None) -> Analysis:
         """``model``: sorted nodes; its own value_info types them unless ``typed`` (an inferred graph,
         with ``aliases`` for tensors only the model has) does. ``label`` names nodes in reasons."""
         flat = flat or FlatGraph.build(model, typed, aliases)
         label = label or _default_label(flat)
-        units = build_units(flat, supported_ops, folds, label)
+        units = build_units(flat, supported(backend), folds, label)
         reach = Reachability(units.successors)
         tasks = build_tasks(units, reach, flat.op_types)
-        return Analysis(flat, units, reach, tasks, label, folds)
+        return Analysis(flat, units, reach, tasks, label, folds, backend)
 
     @cached_property
     def flow(self) -> Dataflow:
@@ -60,7 +62,7 @@ class Analysis:
         types = {flat.names[t]: info.type for t, info in flat.type_source.items()}
         for init in flat.model.graph.initializer:
             types.setdefault(init.name, helper.make_tensor_type_proto(init.data_type, list(init.dims)))
-        return Dataflow(flat.model.graph, types)
+        return Dataflow(flat.model.graph, types, overridable_initializers(flat.model))
 
     @cached_property
     def structures(self):
@@ -85,9 +87,16 @@ class Analysis:
         return cached
 
     def claim_blocker(self, task: Task) -> str | None:
-        """Why a fused node holding this task would not be claimed by the QNN EP (qdq_boundary.py)."""
+        """Why a fused node holding this task would not run as such: the QNN EP would not claim it
+        (qdq_boundary.py), or the backend cannot take its matrix work (backend.py)."""
         if task.id not in self._claim_cache:
-            self._claim_cache[task.id] = claim_blocker(self.flow, self.task_nodes(task))
+            reason = claim_blocker(self.flow, self.task_nodes(task))
+            check = self.backend.matrix_check if self.backend is not None else None
+            if reason is None and check is not None and task.engine is Engine.MATRIX:
+                from hexfuse.graph_passes.spec_builder import fused_op_spec  # spec_builder imports this module
+
+                reason = check(fused_op_spec(self, (task,)))
+            self._claim_cache[task.id] = reason
         return self._claim_cache[task.id]
 
     def level_range(self, task: Task) -> tuple[int, int]:

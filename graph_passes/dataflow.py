@@ -15,10 +15,25 @@ from onnx import helper
 from hexfuse.graph_passes.errors import HexfuseError
 
 
+OVERRIDABLE_INITIALIZERS_IR = 4  # from this IR on, an initializer listed as a graph input is overridable
+
+
+def overridable_initializers(model: onnx.ModelProto) -> frozenset[str]:
+    """Initializers a feed may replace: those listed as graph inputs, from IR 4 on.
+
+    IR 3 lists every initializer as an input and still means a constant (ONNX Runtime agrees).
+    """
+    if model.ir_version < OVERRIDABLE_INITIALIZERS_IR:
+        return frozenset()
+    listed = {info.name for info in model.graph.input}
+    return frozenset(init.name for init in model.graph.initializer if init.name in listed)
+
+
 @dataclass
 class Dataflow:
     graph: onnx.GraphProto  # nodes in topological order
     types: dict[str, onnx.TypeProto]  # every tensor with a known type (inputs, value_info, outputs, initializers)
+    overridable: frozenset[str]  # initializers a feed may replace (overridable_initializers)
 
     @staticmethod
     def of(inferred: onnx.ModelProto) -> Dataflow:
@@ -28,7 +43,7 @@ class Dataflow:
             types[info.name] = info.type
         for init in graph.initializer:
             types.setdefault(init.name, helper.make_tensor_type_proto(init.data_type, list(init.dims)))
-        return Dataflow(graph, types)
+        return Dataflow(graph, types, overridable_initializers(inferred))
 
     @property
     def nodes(self):
@@ -60,8 +75,8 @@ class Dataflow:
         return frozenset(info.name for info in self.graph.output)
 
     def is_static(self, name: str) -> bool:
-        """An initializer that no feed can override (not also a graph input)."""
-        return name in self.initializers and name not in self.graph_inputs
+        """An initializer that no feed can override."""
+        return name in self.initializers and name not in self.overridable
 
     @cached_property
     def _dtype_cache(self) -> dict[str, str]:
@@ -102,7 +117,7 @@ class Dataflow:
 
     def constant_value(self, name: str) -> np.ndarray | None:
         """The value of an initializer or a Constant node's output, else None."""
-        if name in self.initializers and name not in self.graph_inputs:
+        if self.is_static(name):
             return onnx.numpy_helper.to_array(self.initializers[name])
         index = self.producer.get(name)
         if index is not None and self.graph.node[index].op_type == "Constant":

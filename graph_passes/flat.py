@@ -21,7 +21,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hexfuse.graph_passes.dataflow import overridable_initializers
+
 ONNX_DOMAINS = ("", "ai.onnx")
+# Never folded: random ops give a new value on every run; ONNX Runtime keeps DequantizeLinear of a
+# weight so QDQ-aware EPs (QNN) still see the quantized weight (qdq_boundary.py folds it into the port).
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                         "Bernoulli", "DequantizeLinear"})
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class FlatGraph:
     consumers: list[list[int]]
     type_of: list[int]
     types: list[TensorType]
-    static: bytearray  # an initializer that no feed can override
+    static: bytearray  # an initializer that no feed can override (dataflow.overridable_initializers)
     initializer: bytearray  # any initializer (IR<4 models also list weights as graph inputs)
     graph_inputs: frozenset[int]
     graph_outputs: frozenset[int]
@@ -142,10 +148,11 @@ class FlatGraph:
         graph_outputs = frozenset(ids[info.name] for info in graph.output)
         initializer = bytearray(count)
         static = bytearray(count)
+        overridable = overridable_initializers(model)
         for init in graph.initializer:
             tensor = ids[init.name]
             initializer[tensor] = 1
-            static[tensor] = tensor not in graph_inputs
+            static[tensor] = init.name not in overridable
         type_of, types, source = _types(typed, graph, ids, count)
         for alias, original in (aliases or {}).items():
             if alias in ids and original in ids:
@@ -189,6 +196,22 @@ class FlatGraph:
         source = self.producer[tensor]
         return source >= 0 and self.op_types[source] == "Constant" and any(
             attribute.name == "value" for attribute in self.node(source).attribute)
+
+    @property
+    def folds_to_constant(self) -> bytearray:
+        """Per tensor: a constant once the runtime folds constants (ONNX Runtime does at every level
+        but "disable all"): a static initializer, or the output of a deterministic standard node whose
+        inputs all fold (light models build their weights with ConstantOfShape, for one)."""
+        marks = self.__dict__.get("_folds")
+        if marks is None:
+            marks = self.__dict__["_folds"] = bytearray(self.static)
+            for index, op_type in enumerate(self.op_types):  # nodes are in topological order
+                if (self.domains[index] in ONNX_DOMAINS and op_type not in _NOT_FOLDED
+                        and all(t < 0 or marks[t] for t in self.inputs[index])):
+                    for tensor in self.outputs[index]:
+                        if tensor >= 0:
+                            marks[tensor] = 1
+        return marks
 
     def constant_value(self, tensor: int) -> np.ndarray | None:
         if tensor in self._values:

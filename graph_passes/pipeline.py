@@ -20,6 +20,7 @@ from pathlib import Path
 import onnx
 
 from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.candidates import find_candidates
 from hexfuse.graph_passes.errors import HexfuseError
@@ -120,14 +121,13 @@ def _folds(scorer: Scorer) -> frozenset[str]:
     return frozenset(getattr(target, "folds", ()))
 
 
-def analyze_model(path: str | Path, scorer: Scorer | None = None,
-                  supported_ops: frozenset[str] | None = None) -> AnalyzeResult:
-    """``supported_ops``: op types the backend can run inside a fused node (None: no limit)."""
+def analyze_model(path: str | Path, scorer: Scorer | None = None, backend: Backend | None = None) -> AnalyzeResult:
+    """``backend``: what runs the fused nodes can do (backend.py; None: no limit)."""
     with gc_paused():
-        return _analyze(path, scorer or default_scorer(), supported_ops)
+        return _analyze(path, scorer or default_scorer(), backend)
 
 
-def _analyze(path: str | Path, scorer: Scorer, supported_ops: frozenset[str] | None) -> AnalyzeResult:
+def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> AnalyzeResult:
     timings: dict[str, float] = {}
     start = time.process_time()
     loaded = load_model(path)
@@ -143,7 +143,7 @@ def _analyze(path: str | Path, scorer: Scorer, supported_ops: frozenset[str] | N
                         copies.sources, copies.copies, MIN_OPSET if loaded.upgraded_from is not None else None)
     timings["prepare"] = time.process_time() - mark
     mark = time.process_time()
-    analysis = Analysis.of(prepared, supported_ops, folds=_folds(scorer), flat=flat, label=labels)
+    analysis = Analysis.of(prepared, backend, folds=_folds(scorer), flat=flat, label=labels)
     timings["analyse"] = time.process_time() - mark
     mark = time.process_time()
     already = _is_fused(loaded.model)
@@ -196,15 +196,14 @@ def _target_name(scorer: Scorer) -> str:
     return target.name if target is not None else scorer.name
 
 
-def fuse_model(path: str | Path, scorer: Scorer | None = None,
-               supported_ops: frozenset[str] | None = None) -> FuseResult:
+def fuse_model(path: str | Path, scorer: Scorer | None = None, backend: Backend | None = None) -> FuseResult:
     with gc_paused():
-        return _fuse(path, scorer or default_scorer(), supported_ops)
+        return _fuse(path, scorer or default_scorer(), backend)
 
 
-def _fuse(path: str | Path, scorer: Scorer, supported_ops: frozenset[str] | None) -> FuseResult:
+def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResult:
     target = _target_name(scorer)
-    analyzed = analyze_model(path, scorer, supported_ops)
+    analyzed = analyze_model(path, scorer, backend)
     loaded = analyzed.loaded
     if not analyzed.fused_ops:
         spec = FusionSpec(loaded.path.name, loaded.sha256, target, ())

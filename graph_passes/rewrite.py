@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import onnx
 from onnx import helper
 
+from hexfuse.graph_passes.dataflow import OVERRIDABLE_INITIALIZERS_IR
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.spec import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
 
 MIN_IR_VERSION = 8  # model-local functions need IR version 8
-OVERRIDABLE_INITIALIZERS_IR = 4  # from this IR on, an initializer listed as a graph input is overridable
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class TensorSpec:
     name: str
     dtype: str  # numpy name: "float32", "uint8", "int64", ...
     shape: tuple[int, ...]
-    static: bool = False  # an initializer: QNN hands it to the op package as a STATIC tensor
+    static: bool = False  # constant once folded (flat.folds_to_constant): QNN hands it over as a STATIC tensor
     quant: QuantSpec | None = None  # set where the tensor is the quantized side of a Q/DQ pair
     # Fused-op ports only: the float port is fed by a DQ (or read by a Q) left outside the fused node;
     # on the QNN EP that DQ/Q folds into the port, so the kernel sees this quantized encoding.

@@ -85,7 +85,7 @@ def tensor_spec(analysis: Analysis, name: str) -> TensorSpec:
         kind = flat.type(tensor)
         if kind is None or kind.dtype is None:
             raise HexfuseError(f"tensor {name!r} has no known tensor type")
-        spec = cache[name] = TensorSpec(name, kind.dtype, kind.shape or (), bool(flat.static[tensor]),
+        spec = cache[name] = TensorSpec(name, kind.dtype, kind.shape or (), bool(flat.folds_to_constant[tensor]),
                                         quant_of(analysis, tensor))
     return spec
 

@@ -84,7 +84,7 @@ class Structures:
         """Per tensor: type id, static and quantized flags in one int (unknown types stay negative)."""
         flat = self.flat
         return [(kind << 2) | (static << 1) | quant
-                for kind, static, quant in zip(flat.type_of, flat.static, self.quantized)]
+                for kind, static, quant in zip(flat.type_of, flat.folds_to_constant, self.quantized)]
 
     @cached_property
     def _may_bake(self) -> bytearray:

@@ -9,7 +9,7 @@ The public API. The repository's rooms are installed under this one name:
     hexfuse.cli            the ``hexfuse`` command, on top of all of them
 
 Dependencies run one way (cli -> tools -> op_package -> graph_passes); the pass learns which ops the
-backend can run through ``supported_ops`` (data), not by importing the op package.
+backend can run through a ``Backend`` (graph_passes/backend.py: data), not by importing the op package.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from pathlib import Path
 from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes import pipeline as _pipeline
-from hexfuse.op_package import supported_op_types
+from hexfuse.op_package import backend, supported_op_types
 
-__all__ = ["HexfuseError", "analyze_model", "fuse_model", "supported_op_types"]
+__all__ = ["HexfuseError", "analyze_model", "backend", "fuse_model", "supported_op_types"]
 
 
 def analyze_model(path: str | Path, scorer: Scorer | None = None) -> _pipeline.AnalyzeResult:
-    """What could be fused in the model at ``path`` and why not, limited to ops the op package runs."""
-    return _pipeline.analyze_model(path, scorer, supported_op_types())
+    """What could be fused in the model at ``path`` and why not, limited to what the op package runs."""
+    return _pipeline.analyze_model(path, scorer, backend())
 
 
 def fuse_model(path: str | Path, scorer: Scorer | None = None) -> _pipeline.FuseResult:
-    """The fused model (bytes), its fusion spec and report data, limited to ops the op package runs."""
-    return _pipeline.fuse_model(path, scorer, supported_op_types())
+    """The fused model (bytes), its fusion spec and report data, limited to what the op package runs."""
+    return _pipeline.fuse_model(path, scorer, backend())

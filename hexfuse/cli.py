@@ -39,10 +39,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     decision = None
     scorer = _scorer(args)
     if args.micro_batches:
-        from hexfuse import supported_op_types
+        from hexfuse import backend
         from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched
 
-        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, supported_op_types(),
+        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(),
                                                  args.split_axis, args.split == "always")
         _say(f"micro-batches: {decision.reason}")
     else:
@@ -63,10 +63,10 @@ def run_fuse(args: argparse.Namespace) -> int:
     _say(f"fusing {args.model} for target {scorer.target.name}")
     decision = None
     if args.micro_batches:
-        from hexfuse import supported_op_types
+        from hexfuse import backend
         from hexfuse.graph_passes.microbatch.decide import fuse_micro_batched
 
-        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, supported_op_types(),
+        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(),
                                               args.split_axis, args.split == "always")
         _say(f"micro-batches: {decision.reason}")
     else:

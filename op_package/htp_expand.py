@@ -64,6 +64,16 @@ def _call(symbol: str, inputs: list[str], n_outputs: int, which: int) -> str:
     return f'OpMultiOut({n_outputs}, {which}, "{symbol}", {args})'
 
 
+def matrix_blocker(op: FusedOp) -> str | None:
+    """Why the matrix work of ``op`` cannot be handed to QNN's own ops (None: it can)."""
+    for task in op.tasks:
+        if task.engine == "matrix":
+            reason = translate_matrix_task(op, task).reason
+            if reason is not None:
+                return f"on HTP the matrix work must run on QNN's own ops: {reason}"
+    return None
+
+
 def expand_fused_op(op: FusedOp) -> Expansion:
     matrix = [t for t in op.tasks if t.engine == "matrix"]
     exprs: dict[int, str] = {}  # fused output index -> matrix expression

@@ -10,6 +10,10 @@ the HTP optimization grammar. The input lists follow what the QNN EP itself emit
     Gemm    QNN_MatMul(a, b, c or zero bias[N], transA, transB)            alpha = beta = 1 only
     Conv    QNN_Transpose(QNN_Conv2d(QNN_Transpose(x, NHWC), QNN_Transpose(w, HWIO), bias,
                                      stride, pad_amount, group, dilation), NCHW)
+    Add / Mul by a constant (an epilogue the target folds, graph_passes/folds.py)
+            QNN_ElementWiseAdd / QNN_ElementWiseMultiply(x, c)
+    BatchNormalization (inference, folded after a Conv)
+            x * w + b per channel, w and b computed from the four constants by QNN elementwise ops
     Reshape / Flatten / Squeeze / Unsqueeze / Identity   QNN_Reshape(x)
     QuantizeLinear / DequantizeLinear                     nothing: the encoding rides on the tensor
 
@@ -174,6 +178,51 @@ class _Translator:
         self.exprs[out.name] = self.built(out.name, shape4(out.shape), (
             f"Op({default_op('QNN_MatMul')}, {self.expr(node.inputs[0])}, {self.expr(b.name)}, {bias}, "
             f"gen_ConstScalar_i32({int(attrs.get('transA', 0))}), gen_ConstScalar_i32({trans_b}))"))
+
+    def _elementwise(self, node: NodeSpec, qnn_op: str) -> None:
+        """An epilogue folded into the matrix task (graph_passes/folds.py): one operand constant."""
+        a, b = node.inputs[:2]
+        if sum(1 for name in (a, b) if name in self.inputs and self.tensors[name].static) != 1:
+            raise Untranslatable(f"{node.op_type} {node.name!r} in a matrix task needs exactly one constant operand")
+        out = node.outputs[0]
+        self.exprs[out] = self.built(out, shape4(self.tensors[out].shape),
+                                     f"Op({default_op(qnn_op)}, {self.expr(a)}, {self.expr(b)})")
+
+    def _Add(self, node: NodeSpec) -> None:  # noqa: N802
+        self._elementwise(node, "QNN_ElementWiseAdd")
+
+    def _Mul(self, node: NodeSpec) -> None:  # noqa: N802
+        self._elementwise(node, "QNN_ElementWiseMultiply")
+
+    def _BatchNormalization(self, node: NodeSpec) -> None:  # noqa: N802
+        """Inference BN, an epilogue folded after a Conv: y = x * w + b per channel, where
+        w = scale * rsqrt(var + epsilon) and b = B - mean * w are ops on constants (QNN folds them)."""
+        if int(node.attributes.get("training_mode", 0)) or len(node.outputs) > 1:
+            raise Untranslatable(f"BatchNormalization {node.name!r} is in training mode")
+        x, out = self.tensors[node.inputs[0]], node.outputs[0]
+        if len(x.shape) < 2 or self.is_quantized(out):
+            raise Untranslatable(f"BatchNormalization {node.name!r} is not a float per-channel norm")
+        scale, bias, mean, var = (self.static_input(name, f"BatchNormalization {what}")
+                                  for name, what in zip(node.inputs[1:5], ("scale", "B", "mean", "var")))
+        channels = x.shape[1]
+        flat = shape4((channels,))
+        per_channel = shape4((1, channels) + (1,) * (len(x.shape) - 2))
+
+        def const_op(qnn_op: str, *args: str) -> str:
+            return self.built(out, flat, f"Op({default_op(qnn_op)}, {', '.join(args)})")
+
+        def to_channel_axis(expr: str) -> str:
+            return self.built(out, per_channel, f"Op({default_op('QNN_Reshape')}, {expr})")
+
+        epsilon = _float_literal(node.attributes.get("epsilon", 1e-5))
+        weight = const_op("QNN_ElementWiseMultiply", scale, const_op(
+            "QNN_ElementWiseRsqrt", const_op("QNN_ElementWiseAdd", var, f"gen_ConstScalar_f32({epsilon})")))
+        shift = const_op("QNN_ElementWiseSubtract", bias, const_op("QNN_ElementWiseMultiply", mean, weight))
+        shape = shape4(self.tensors[out].shape)
+        scaled = self.built(out, shape, f"Op({default_op('QNN_ElementWiseMultiply')}, {self.expr(x.name)}, "
+                                         f"{to_channel_axis(weight)})")
+        self.exprs[out] = self.built(out, shape, f"Op({default_op('QNN_ElementWiseAdd')}, {scaled}, "
+                                                 f"{to_channel_axis(shift)})")
 
     def _Conv(self, node: NodeSpec) -> None:  # noqa: N802
         attrs = node.attributes

@@ -136,19 +136,20 @@ def twin_blocks(shapes: tuple[tuple[int, ...], ...] = ((64, 64), (64, 64)), size
     return _model(nodes, inputs, outputs, inits)
 
 
-def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_channel: bool = True) -> onnx.ModelProto:
+def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_channel: bool = True,
+                     group: int = 1) -> onnx.ModelProto:
     """x -> Conv -> BatchNormalization -> Mul(c) -> Relu -> y  beside  x -> MaxPool -> p.
 
     ``bn_users`` 2 gives the Conv output a second reader (nothing may fold then); ``per_channel`` False
-    makes the Mul constant vary over space (not foldable into weights)."""
+    makes the Mul constant vary over space (not foldable into weights); ``group`` groups the Conv."""
     rng = np.random.default_rng(5)
     c = rng.standard_normal((channels, 1, 1) if per_channel else (1, side, side)).astype(np.float32)
-    inits = [_weight(rng, "w", (channels, channels, 3, 3)), numpy_helper.from_array(c, "c")]
+    inits = [_weight(rng, "w", (channels, channels // group, 3, 3)), numpy_helper.from_array(c, "c")]
     for name in ("gamma", "beta", "mean"):
         inits.append(numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), name))
     inits.append(numpy_helper.from_array(rng.uniform(0.5, 2.0, channels).astype(np.float32), "var"))
     nodes = [
-        helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w"], ["conv"], name="conv", pads=[1, 1, 1, 1], group=group),
         helper.make_node("BatchNormalization", ["conv", "gamma", "beta", "mean", "var"], ["bn"], name="bn"),
         helper.make_node("Mul", ["bn", "c"], ["scaled"], name="scale"),
         helper.make_node("Relu", ["scaled"], ["y"], name="relu"),

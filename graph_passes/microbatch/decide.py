@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.cost.model_time import ModelTime, model_time
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.load import LoadedModel
@@ -58,13 +59,13 @@ def _as_original(analyzed: AnalyzeResult, original: LoadedModel) -> None:
     analyzed.loaded = replace(analyzed.loaded, path=original.path, raw=original.raw, sha256=original.sha256)
 
 
-def _run(path: Path, scorer: CostScorer, supported_ops: frozenset[str] | None, fuse: bool) -> FuseResult | AnalyzeResult:
-    return fuse_model(path, scorer, supported_ops) if fuse else analyze_model(path, scorer, supported_ops)
+def _run(path: Path, scorer: CostScorer, backend: Backend | None, fuse: bool) -> FuseResult | AnalyzeResult:
+    return fuse_model(path, scorer, backend) if fuse else analyze_model(path, scorer, backend)
 
 
-def _decide(path: str | Path, count: int, scorer: CostScorer, supported_ops: frozenset[str] | None,
+def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None,
             axis: int | None, always: bool, fuse: bool):
-    original = _run(Path(path), scorer, supported_ops, fuse)
+    original = _run(Path(path), scorer, backend, fuse)
     base = original.analyzed if fuse else original
     if base.already_fused:
         return original, MicroBatchDecision(count, False, "not split: the model is already fused")
@@ -75,7 +76,7 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, supported_ops: fro
     with tempfile.TemporaryDirectory(prefix="hexfuse-split-") as folder:
         split_path = Path(folder) / base.loaded.path.name
         split_path.write_bytes(split.SerializeToString())
-        candidate = _run(split_path, scorer, supported_ops, fuse)
+        candidate = _run(split_path, scorer, backend, fuse)
     tried = candidate.analyzed if fuse else candidate
     before, after = _time(base, scorer), _time(tried, scorer)
     pays = bool(tried.fused_ops) and after.total_ns < before.total_ns * (1.0 - SPLIT_MARGIN)
@@ -94,16 +95,16 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, supported_ops: fro
     return candidate, MicroBatchDecision(count, True, why, plan.describe(), before, after)
 
 
-def fuse_micro_batched(path: str | Path, count: int, scorer: CostScorer, supported_ops: frozenset[str] | None = None,
+def fuse_micro_batched(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None = None,
                        axis: int | None = None, always: bool = False) -> tuple[FuseResult, MicroBatchDecision]:
     """The fused model, split into ``count`` micro-batches where exact and predicted faster (``always``:
     wherever exact, e.g. to measure on a device what the uncalibrated cost model predicts)."""
-    return _decide(path, count, scorer, supported_ops, axis, always, fuse=True)
+    return _decide(path, count, scorer, backend, axis, always, fuse=True)
 
 
-def analyze_micro_batched(path: str | Path, count: int, scorer: CostScorer, supported_ops: frozenset[str] | None = None,
+def analyze_micro_batched(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None = None,
                           axis: int | None = None, always: bool = False) -> tuple[AnalyzeResult, MicroBatchDecision]:
-    return _decide(path, count, scorer, supported_ops, axis, always, fuse=False)
+    return _decide(path, count, scorer, backend, axis, always, fuse=False)
 
 
 __all__ = ["MicroBatchDecision", "analyze_micro_batched", "fuse_micro_batched"]

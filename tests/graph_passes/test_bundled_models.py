@@ -66,7 +66,9 @@ def test_negative_model_fuses_nothing_and_says_why(name):
     result = _fuse(name)
     assert not result.changed and not result.spec.fused_ops
     assert result.analyzed.selection.reasons
-    assert all(" reaches " in r or "chain" in r for r in result.analyzed.selection.reasons.values())
+    # every refusal is about dependence, or (grouped convs in alexnet) what QNN's own ops can take over
+    assert all(" reaches " in r or "chain" in r or r.startswith("on HTP the matrix work")
+               for r in result.analyzed.selection.reasons.values())
 
 
 @pytest.mark.parametrize("name", ["gptj_block_qdq.onnx", "llama_prefill_decode.onnx", "squeezenet"])

@@ -9,10 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hexfuse import analyze_model, fuse_model, supported_op_types
+from hexfuse.graph_passes import pipeline
+from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.spec import FusionSpec, load_spec
 from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.qnn_ops import translate_matrix_task
 from hexfuse.op_package.render import render_package
+from tests import builders
 from tests.op_package._harness import NEGATIVE_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,3 +103,28 @@ def test_generated_rules_are_deterministic(case_for) -> None:
     case = case_for(ROOT / "models" / "llama_prefill_decode_qdq.onnx")
     spec = load_spec(str(case.fused.with_suffix(".hexfuse.json")))
     assert [expand_fused_op(op) for op in spec.fused_ops] == [expand_fused_op(op) for op in case.spec.fused_ops]
+
+
+def test_folded_batchnorm_epilogue_expands_into_qnn_elementwise_ops(tmp_path) -> None:
+    """Conv -> BatchNormalization -> Mul(c): one matrix task on HTP, the norm as x * w + b per channel."""
+    result = fuse_model(builders.save(builders.conv_bn_branches(), tmp_path / "m.onnx"))
+    (op,) = result.spec.fused_ops
+    matrix = next(t for t in op.tasks if t.engine == "matrix")
+    assert [n.op_type for n in matrix.nodes] == ["Conv", "BatchNormalization", "Mul"]
+    expansion = expand_fused_op(op)
+    assert expansion.reason is None
+    rule = next(r.replacement for r in expansion.rules if op.outputs[r.output].name in matrix.outputs)
+    for qnn_op in ("QNN_Conv2d", "QNN_ElementWiseRsqrt", "QNN_ElementWiseSubtract", "QNN_ElementWiseMultiply"):
+        assert qnn_op in rule
+    assert "gen_ConstScalar_f32(1e-05f)" in rule  # the default epsilon
+
+
+def test_pass_refuses_matrix_work_qnn_ops_cannot_take(tmp_path) -> None:
+    """The op package's backend refuses a grouped Conv with the reason; without that check it fuses."""
+    path = builders.save(builders.conv_bn_branches(group=2), tmp_path / "m.onnx")
+    refused = analyze_model(path)
+    assert not refused.selection.groups
+    assert any("on HTP the matrix work must run on QNN's own ops" in r and "is grouped" in r
+               for r in refused.selection.reasons.values())
+    unchecked = pipeline.analyze_model(path, backend=Backend("host", supported_op_types()))
+    assert unchecked.selection.groups

@@ -1,0 +1,66 @@
+// qvector.h: quantized vector kernels. Each one replaces a DequantizeLinear -> op -> QuantizeLinear unit
+// of a task (op_package/lower/qdq_fusion.py) on per-tensor 8-bit data; everything that depends only on
+// static data (lookup tables, fixed-point multipliers, zero points) is computed in Python at generation
+// time and arrives here as params. The scalar loops below are the definition; Hexagon builds (__HVX__)
+// run the bulk through src/kernels/hvx/hvx_qvector.cpp first (hvx_qvector.h), bit for bit the same.
+//
+// Integer requantization (QBinary, QRowMean): a real-valued result r = m * v / 2^shift is rounded with
+// ONNX's rule (half to even) entirely in integers:
+//     rne_shift(v, s) = (v + 2^(s-1) - 1 + ((v >> s) & 1)) >> s        (s >= 1, >> arithmetic)
+// then the output zero point is added and the sum saturated to the 8-bit range.
+#pragma once
+
+#include "hexfuse/kernels/common.h"
+#include "hexfuse/kernels/qarith.h"
+
+namespace hexfuse {
+
+// y = lut[x] for every byte. Work unit: one element.
+struct QLookupParams {
+    int32_t in = -1, out = -1;
+    std::array<uint8_t, 256> lut{};      // indexed by the input byte (int8 codes as their two's complement byte)
+    std::array<uint8_t, 256> hvx_lut{};  // the same table in vlut32 order (hvx_qvector.h), computed in Python
+};
+
+// Add / Sub: v = a_mult * a + b_mult * b + bias          (bias = -a_mult * a_zero - b_mult * b_zero)
+// Mul:       v = a_mult * ((a - a_zero) * (b - b_zero))
+// out = saturate(rne_shift(v, shift) + out_zero): hexfuse_qbinary_one (qarith.h). Multipliers are at most
+// 15 bits (Add/Sub) or 14 bits (Mul) and shift is in [1, 24], so every intermediate fits int32
+// (lower/qfixed.py bounds them). Work unit: one output element; operands broadcast as BinaryParams
+// (elementwise.h) with dims coalesced at generation time, so a contiguous operand is one long run.
+struct QBinaryParams {
+    int32_t a = -1, b = -1, out = -1;
+    hexfuse_qbinary arith{};
+    int32_t rank = 1;
+    Dims out_dims{}, a_strides{}, b_strides{};
+};
+
+// Mean over the last `len` elements of each row (ReduceMean over trailing axes, keepdims or not):
+// out = saturate(rne_shift((sum - len * in_zero) * mult, shift) + out_zero) in int64. Work unit: one row.
+struct QRowMeanParams {
+    int32_t in = -1, out = -1;
+    int32_t is_signed = 0;
+    int64_t len = 1;
+    int32_t in_zero = 0, out_zero = 0;
+    int64_t mult = 0;
+    int32_t shift = 1;
+};
+
+// Softmax over the last `len` elements of each row: e_i = exp_table[max - x_i] (float, the exact
+// float32 exp(scale_in * -(d)) computed in Python), y_i = e_i / sum(e), then QuantizeLinear(y). The
+// exponentials are the float chain's, so only the summation order differs from it. Work unit: one row.
+struct QSoftmaxParams {
+    int32_t in = -1, out = -1;
+    int32_t in_signed = 0, out_signed = 0;
+    int64_t len = 1;
+    float out_scale = 1.f;
+    int32_t out_zero = 0;
+    std::array<float, 256> exp_table{};  // indexed by max - x (0..255)
+};
+
+void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void qrowmean_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void qsoftmax_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
+
+}  // namespace hexfuse

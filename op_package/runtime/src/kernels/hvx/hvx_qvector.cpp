@@ -1,0 +1,115 @@
+// hvx_qvector.cpp: quantized lookup, requantizing Add / Sub / Mul and byte sums, 128 codes per vector.
+//
+// Requantization lanes (QBinary): one vector of 128 codes is widened to two halfword vectors (vunpack:
+// codes 0..63 and 64..127, linear order). Each is multiplied into a word pair (vmpy: even lanes in the
+// low vector, odd lanes in the high one), rounded per word, narrowed back with vsat(odd, even), which
+// re-interleaves the lanes into linear order, and the two halves are packed to bytes with saturation:
+//
+//   128 x u8 --vunpack--> [h 0..63][h 64..127] --vmpy--> per half [w even][w odd] --round-->
+//   --vsat--> [h 0..63][h 64..127] --+zero, vpack:sat--> 128 x u8
+#include "hexfuse/kernels/hvx_qvector.h"
+
+#ifdef __HVX__
+
+namespace {
+
+constexpr size_t kBytes = HEXFUSE_HVX_BYTES;
+
+inline HVX_Vector splat_byte(int32_t v) { return Q6_V_vsplat_R((v & 0xff) * 0x01010101); }
+inline HVX_Vector splat_half(int32_t v) { return Q6_V_vsplat_R((v & 0xffff) * 0x00010001); }
+inline int32_t both_halves(int32_t v) { return static_cast<int32_t>((static_cast<uint32_t>(v) & 0xffffu) * 0x00010001u); }
+
+// Eight 32-entry lookups, each filling the bytes whose top three bits select its segment.
+inline HVX_Vector lookup(HVX_Vector x, HVX_Vector t0, HVX_Vector t1) {
+    HVX_Vector r = Q6_Vb_vlut32_VbVbR(x, t0, 0);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t0, 1);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t0, 2);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t0, 3);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t1, 4);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t1, 5);
+    r = Q6_Vb_vlut32or_VbVbVbR(r, x, t1, 6);
+    return Q6_Vb_vlut32or_VbVbVbR(r, x, t1, 7);
+}
+
+// Splatted constants of one QBinary kernel.
+struct Consts {
+    int32_t mul, shift, a_mult2, b_mult2;
+    HVX_Vector a_zero, b_zero, bias, half_m1, one, out_zero;
+};
+
+// rne_shift of each word (qarith.h): floor parity first, then the biased shift.
+inline HVX_Vector round_words(HVX_Vector v, const Consts& c) {
+    v = Q6_Vw_vadd_VwVw(v, c.bias);
+    const HVX_Vector parity = Q6_V_vand_VV(Q6_Vw_vasr_VwR(v, c.shift), c.one);
+    return Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(v, c.half_m1), parity), c.shift);
+}
+
+// 64 widened codes of a and b (linear halfwords) -> 64 int16 results + out_zero, linear.
+inline HVX_Vector requantize_half(HVX_Vector ha, HVX_Vector hb, const Consts& c) {
+    HVX_Vector even, odd;
+    if (c.mul) {
+        const HVX_VectorPair prod = Q6_Ww_vmpy_VhVh(Q6_Vh_vsub_VhVh(ha, c.a_zero), Q6_Vh_vsub_VhVh(hb, c.b_zero));
+        even = Q6_Vw_vmpyi_VwRh(Q6_V_lo_W(prod), c.a_mult2);
+        odd = Q6_Vw_vmpyi_VwRh(Q6_V_hi_W(prod), c.a_mult2);
+    } else {
+        HVX_VectorPair acc = Q6_Ww_vmpy_VhRh(ha, c.a_mult2);
+        acc = Q6_Ww_vmpyacc_WwVhRh(acc, hb, c.b_mult2);
+        even = Q6_V_lo_W(acc);
+        odd = Q6_V_hi_W(acc);
+    }
+    const HVX_Vector h = Q6_Vh_vsat_VwVw(round_words(odd, c), round_words(even, c));
+    return Q6_Vh_vadd_VhVh_sat(h, c.out_zero);
+}
+
+inline HVX_VectorPair widen(HVX_Vector x, int is_signed) {
+    return is_signed ? Q6_Wh_vunpack_Vb(x) : Q6_Wuh_vunpack_Vub(x);
+}
+
+}  // namespace
+
+size_t hexfuse_hvx_lookup_u8(uint8_t* out, const uint8_t* in, size_t n, const uint8_t* hvx_lut) {
+    const size_t done = n - n % kBytes;
+    const HVX_Vector t0 = hexfuse_hvx_load(hvx_lut), t1 = hexfuse_hvx_load(hvx_lut + kBytes);
+    for (size_t i = 0; i < done; i += kBytes) hexfuse_hvx_store(out + i, lookup(hexfuse_hvx_load(in + i), t0, t1));
+    return done;
+}
+
+size_t hexfuse_hvx_qbinary_8(uint8_t* out, const uint8_t* a, size_t a_step, const uint8_t* b, size_t b_step,
+                             size_t n, const struct hexfuse_qbinary* p) {
+    if (a_step > 1 || b_step > 1 || p->shift < 1 || p->shift > 31) return 0;
+    const size_t done = n - n % kBytes;
+    const int is_signed = p->is_signed;
+    const Consts c{p->op == HEXFUSE_QMUL, p->shift, both_halves(p->a_mult), both_halves(p->b_mult),
+                   splat_half(p->a_zero), splat_half(p->b_zero),
+                   Q6_V_vsplat_R(p->op == HEXFUSE_QMUL ? 0 : p->bias), Q6_V_vsplat_R((1 << (p->shift - 1)) - 1),
+                   Q6_V_vsplat_R(1), splat_half(p->out_zero)};
+    const HVX_Vector a_splat = splat_byte(a[0]), b_splat = splat_byte(b[0]);
+    for (size_t i = 0; i < done; i += kBytes) {
+        const HVX_VectorPair wa = widen(a_step ? hexfuse_hvx_load(a + i) : a_splat, is_signed);
+        const HVX_VectorPair wb = widen(b_step ? hexfuse_hvx_load(b + i) : b_splat, is_signed);
+        const HVX_Vector lo = requantize_half(Q6_V_lo_W(wa), Q6_V_lo_W(wb), c);
+        const HVX_Vector hi = requantize_half(Q6_V_hi_W(wa), Q6_V_hi_W(wb), c);
+        hexfuse_hvx_store(out + i, is_signed ? Q6_Vb_vpack_VhVh_sat(hi, lo) : Q6_Vub_vpack_VhVh_sat(hi, lo));
+    }
+    return done;
+}
+
+size_t hexfuse_hvx_sum_8(const uint8_t* in, size_t n, int is_signed, int64_t* sum) {
+    const size_t done = n - n % kBytes;
+    if (done == 0) return 0;
+    // int8 codes are summed as unsigned bytes with the sign bit flipped (x ^ 0x80 = x + 128), then
+    // 128 per code is taken back. Each word lane adds 4 bytes per vector: exact below 2^22 vectors.
+    const HVX_Vector flip = Q6_V_vsplat_R(is_signed ? static_cast<int32_t>(0x80808080u) : 0);
+    HVX_Vector acc = Q6_V_vzero();
+    for (size_t i = 0; i < done; i += kBytes) {
+        acc = Q6_Vuw_vrmpyacc_VuwVubRub(acc, Q6_V_vxor_VV(hexfuse_hvx_load(in + i), flip), 0x01010101);
+    }
+    uint32_t lanes[kBytes / 4];
+    __builtin_memcpy(lanes, &acc, sizeof lanes);
+    int64_t total = 0;
+    for (uint32_t lane : lanes) total += lane;
+    *sum += total - (is_signed ? 128 * static_cast<int64_t>(done) : 0);
+    return done;
+}
+
+#endif  // __HVX__

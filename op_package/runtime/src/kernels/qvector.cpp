@@ -1,0 +1,97 @@
+// qvector.cpp: scalar reference of the quantized vector kernels (qvector.h); the per-element integer
+// arithmetic is qarith.h's. Hexagon builds (__HVX__) run each contiguous run through hvx_qvector.h first
+// and finish its ragged end here.
+#include "hexfuse/kernels/qvector.h"
+
+#include <algorithm>
+#include <cmath>
+
+#ifdef __HVX__
+#include "hexfuse/kernels/hvx_qvector.h"
+#endif
+
+namespace hexfuse {
+namespace {
+
+inline const uint8_t* cbytes(void* const* b, int32_t i) { return static_cast<const uint8_t*>(b[i]); }
+inline uint8_t* bytes(void* const* b, int32_t i) { return static_cast<uint8_t*>(b[i]); }
+
+}  // namespace
+
+void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QLookupParams*>(params);
+    const uint8_t* in = cbytes(buffers, p.in);
+    uint8_t* out = bytes(buffers, p.out);
+#ifdef __HVX__
+    begin += static_cast<int64_t>(
+        hexfuse_hvx_lookup_u8(out + begin, in + begin, static_cast<size_t>(end - begin), p.hvx_lut.data()));
+#endif
+    for (int64_t i = begin; i < end; ++i) out[i] = p.lut[in[i]];
+}
+
+void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QBinaryParams*>(params);
+    const uint8_t* a = cbytes(buffers, p.a);
+    const uint8_t* b = cbytes(buffers, p.b);
+    uint8_t* out = bytes(buffers, p.out);
+    const int last = p.rank - 1;
+    const int64_t as = p.a_strides[last], bs = p.b_strides[last];
+    const int is_signed = p.arith.is_signed;
+    Dims coords{};
+    for (int64_t i = begin; i < end;) {
+        unravel(i, p.out_dims, p.rank, &coords);
+        const int64_t run = std::min(end - i, p.out_dims[last] - coords[last]);
+        const uint8_t* ap = a + dot(coords, p.a_strides, p.rank);
+        const uint8_t* bp = b + dot(coords, p.b_strides, p.rank);
+        int64_t j = 0;
+#ifdef __HVX__
+        if ((as == 0 || as == 1) && (bs == 0 || bs == 1)) {
+            j = static_cast<int64_t>(hexfuse_hvx_qbinary_8(out + i, ap, static_cast<size_t>(as), bp,
+                                                           static_cast<size_t>(bs), static_cast<size_t>(run), &p.arith));
+        }
+#endif
+        for (; j < run; ++j) {
+            out[i + j] = static_cast<uint8_t>(
+                hexfuse_qbinary_one(&p.arith, hexfuse_code8(ap, j * as, is_signed), hexfuse_code8(bp, j * bs, is_signed)));
+        }
+        i += run;
+    }
+}
+
+void qrowmean_8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QRowMeanParams*>(params);
+    const uint8_t* in = cbytes(buffers, p.in);
+    uint8_t* out = bytes(buffers, p.out);
+    for (int64_t row = begin; row < end; ++row) {
+        const uint8_t* x = in + row * p.len;
+        int64_t sum = 0, j = 0;
+#ifdef __HVX__
+        j = static_cast<int64_t>(hexfuse_hvx_sum_8(x, static_cast<size_t>(p.len), p.is_signed, &sum));
+#endif
+        for (; j < p.len; ++j) sum += hexfuse_code8(x, j, p.is_signed);
+        const int64_t v = (sum - p.len * p.in_zero) * p.mult;
+        out[row] = static_cast<uint8_t>(hexfuse_saturate8(hexfuse_rne_shift64(v, p.shift) + p.out_zero, p.is_signed));
+    }
+}
+
+void qsoftmax_8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QSoftmaxParams*>(params);
+    const uint8_t* in = cbytes(buffers, p.in);
+    uint8_t* out = bytes(buffers, p.out);
+    const float lo = p.out_signed ? -128.f : 0.f, hi = p.out_signed ? 127.f : 255.f;
+    for (int64_t row = begin; row < end; ++row) {
+        const uint8_t* x = in + row * p.len;
+        int32_t top = hexfuse_code8(x, 0, p.in_signed);
+        for (int64_t j = 1; j < p.len; ++j) top = std::max(top, hexfuse_code8(x, j, p.in_signed));
+        float sum = 0.f;
+        for (int64_t j = 0; j < p.len; ++j) sum += p.exp_table[top - hexfuse_code8(x, j, p.in_signed)];
+        const float inv = 1.f / sum;  // as ONNX Runtime's softmax: one reciprocal, then products
+        for (int64_t j = 0; j < p.len; ++j) {
+            const float y = p.exp_table[top - hexfuse_code8(x, j, p.in_signed)] * inv;
+            const float q = std::nearbyint(y / p.out_scale) + static_cast<float>(p.out_zero);  // half to even
+            out[row * p.len + j] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(q, lo), hi)));
+        }
+    }
+}
+
+}  // namespace hexfuse

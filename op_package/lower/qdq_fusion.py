@@ -115,7 +115,7 @@ def _encodings(unit: Unit, tensors: dict[str, TensorSpec]) -> tuple[dict[int, Qu
 
 
 def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
-               reasons: list[tuple[str, str]]) -> tuple[TaskSpec, list[TensorSpec]]:
+               reasons: list[tuple[str, str]], units: list[Unit]) -> tuple[TaskSpec, list[TensorSpec]]:
     graph = _Task(task, ports)
     replaced: dict[str, list[NodeSpec]] = {}  # op name -> its kernels
     dropped: set[str] = set()
@@ -136,6 +136,7 @@ def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
             continue
         assert not isinstance(unit, str)
         nodes, new_tensors = built
+        units.append(unit)
         replaced[node.name] = nodes
         added.extend(new_tensors)
         dropped.update(q.name for q in unit.qs)
@@ -154,22 +155,23 @@ def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
     return replace(task, nodes=tuple(nodes_out)), added
 
 
-def _run(op: FusedOp) -> tuple[FusedOp, list[tuple[str, str]]]:
+def _run(op: FusedOp) -> tuple[FusedOp, list[tuple[str, str]], list[Unit]]:
     tensors = {t.name: t for t in (*op.inputs, *op.outputs, *op.tensors)}
     ports = {t.name for t in (*op.inputs, *op.outputs)}
     reasons: list[tuple[str, str]] = []
+    units: list[Unit] = []
     tasks, added = [], []
     for task in op.tasks:
         for node in task.nodes:
             if node.op_type in INTERNAL_OPS:
                 raise HexfuseError(f"node {node.name!r}: op type {node.op_type} is reserved by the op package")
-        fused, new_tensors = _fuse_task(task, tensors, ports, reasons)
+        fused, new_tensors = _fuse_task(task, tensors, ports, reasons, units)
         tasks.append(fused)
         added.extend(new_tensors)
         tensors.update((t.name, t) for t in new_tensors)
     if all(new is old for new, old in zip(tasks, op.tasks)):
-        return op, reasons
-    return replace(op, tasks=tuple(tasks), tensors=op.tensors + tuple(added)), reasons
+        return op, reasons, units
+    return replace(op, tasks=tuple(tasks), tensors=op.tensors + tuple(added)), reasons, units
 
 
 def fuse_qdq_units(op: FusedOp) -> FusedOp:
@@ -180,3 +182,8 @@ def fuse_qdq_units(op: FusedOp) -> FusedOp:
 def explain_qdq_units(op: FusedOp) -> list[tuple[str, str]]:
     """(node name, reason) for every op that reads a dequantized tensor but stays on the float kernels."""
     return _run(op)[1]
+
+
+def find_qdq_units(op: FusedOp) -> list[Unit]:
+    """The units ``fuse_qdq_units`` rewrites, in task and node order."""
+    return _run(op)[2]

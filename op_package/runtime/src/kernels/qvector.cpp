@@ -16,6 +16,31 @@ namespace {
 inline const uint8_t* cbytes(void* const* b, int32_t i) { return static_cast<const uint8_t*>(b[i]); }
 inline uint8_t* bytes(void* const* b, int32_t i) { return static_cast<uint8_t*>(b[i]); }
 
+// One run of QBinary with the op and signedness as constants, so the host compiler can vectorise it
+// (the arithmetic is still qarith.h's, inlined).
+template <int32_t Op, int Signed>
+void qbinary_run(hexfuse_qbinary p, const uint8_t* a, int64_t as, const uint8_t* b, int64_t bs, uint8_t* out,
+                 int64_t j, int64_t n) {
+    p.op = Op;
+    p.is_signed = Signed;
+    for (; j < n; ++j) {
+        out[j] = static_cast<uint8_t>(
+            hexfuse_qbinary_one(&p, hexfuse_code8(a, j * as, Signed), hexfuse_code8(b, j * bs, Signed)));
+    }
+}
+
+void qbinary_any(const hexfuse_qbinary& p, const uint8_t* a, int64_t as, const uint8_t* b, int64_t bs, uint8_t* out,
+                 int64_t j, int64_t n) {
+    switch (p.op * 2 + (p.is_signed ? 1 : 0)) {
+        case HEXFUSE_QADD * 2: qbinary_run<HEXFUSE_QADD, 0>(p, a, as, b, bs, out, j, n); break;
+        case HEXFUSE_QADD * 2 + 1: qbinary_run<HEXFUSE_QADD, 1>(p, a, as, b, bs, out, j, n); break;
+        case HEXFUSE_QSUB * 2: qbinary_run<HEXFUSE_QSUB, 0>(p, a, as, b, bs, out, j, n); break;
+        case HEXFUSE_QSUB * 2 + 1: qbinary_run<HEXFUSE_QSUB, 1>(p, a, as, b, bs, out, j, n); break;
+        case HEXFUSE_QMUL * 2: qbinary_run<HEXFUSE_QMUL, 0>(p, a, as, b, bs, out, j, n); break;
+        default: qbinary_run<HEXFUSE_QMUL, 1>(p, a, as, b, bs, out, j, n); break;
+    }
+}
+
 }  // namespace
 
 void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
@@ -36,7 +61,6 @@ void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t 
     uint8_t* out = bytes(buffers, p.out);
     const int last = p.rank - 1;
     const int64_t as = p.a_strides[last], bs = p.b_strides[last];
-    const int is_signed = p.arith.is_signed;
     Dims coords{};
     for (int64_t i = begin; i < end;) {
         unravel(i, p.out_dims, p.rank, &coords);
@@ -50,10 +74,7 @@ void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t 
                                                            static_cast<size_t>(bs), static_cast<size_t>(run), &p.arith));
         }
 #endif
-        for (; j < run; ++j) {
-            out[i + j] = static_cast<uint8_t>(
-                hexfuse_qbinary_one(&p.arith, hexfuse_code8(ap, j * as, is_signed), hexfuse_code8(bp, j * bs, is_signed)));
-        }
+        qbinary_any(p.arith, ap, as, bp, bs, out + i, j, run);
         i += run;
     }
 }

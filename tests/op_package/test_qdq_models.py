@@ -1,0 +1,95 @@
+"""Every DQ -> op -> Q unit that the QDQ fusion rewrites in the bundled QDQ models, run alone as a quantized
+kernel on the codes ONNX Runtime produced for its inputs in the original model, equals ORT's output codes
+within 1 LSB. (test_numerics checks the fused ops end to end; this one looks inside the tasks, where a
+1-LSB step at one unit is legal and is what downstream units then see.)
+
+Run with -s for the table: units, elements and elements 1 LSB off, per op type.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from hexfuse.graph_passes.spec import FusedOp, TaskSpec
+from hexfuse.op_package.lower.qdq_fusion import Unit, find_qdq_units
+from tests.op_package._harness import _catalog_inputs, _random_input, source_models
+from tests.op_package._qdq_units import host_package, lsb_diff
+
+QDQ_MODELS = [m for m in source_models() if m.stem.endswith("_qdq")]
+
+
+def unit_op(index: int, unit: Unit, op: FusedOp) -> FusedOp:
+    """A fused op holding one unit: its DQs, the op and its Qs, with every tensor it reads as an input."""
+    nodes = (*unit.dqs.values(), unit.op, *unit.qs)
+    tensors = {t.name: t for t in (*op.inputs, *op.outputs, *op.tensors)}
+    produced = {o for n in nodes for o in n.outputs if o}
+    inputs = list(dict.fromkeys(i for n in nodes for i in n.inputs if i and i not in produced))
+    outputs = [q.outputs[0] for q in unit.qs]
+    name = f"HexFuse_u{index}"
+    task = TaskSpec("t0", "vector", nodes, tuple(inputs), tuple(outputs))
+    return FusedOp(name, name, tuple(tensors[i] for i in inputs), tuple(tensors[o] for o in outputs), (task,),
+                   tuple(tensors[n] for n in dict.fromkeys([*inputs, *produced])))
+
+
+def ort_values(model_path: Path, names: set[str], seed: int = 0) -> dict[str, np.ndarray]:
+    """Values of the named tensors in one ORT run of the original model (the harness's inputs and options)."""
+    model = onnx.load(str(model_path))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in sorted(names - set(inits) - outputs))
+    rng = np.random.default_rng(seed)
+    how = _catalog_inputs(model_path)
+    feeds = {i.name: _random_input(i, how.get(i.name, {}), rng) for i in model.graph.input if i.name not in inits}
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    wanted = [o.name for o in session.get_outputs()]
+    return {**inits, **feeds, **dict(zip(wanted, session.run(wanted, feeds)))}
+
+
+def test_rewritten_units_match_onnxruntime_inside_the_models(case_for, tmp_path: Path) -> None:
+    ops, origins = [], []
+    for model in QDQ_MODELS:
+        case = case_for(model)
+        if case is None:
+            continue
+        for op in case.spec.fused_ops:
+            for unit in find_qdq_units(op):
+                ops.append(unit_op(len(ops), unit, op))
+                origins.append((model, unit))
+    assert ops, "no bundled QDQ model has a unit the fusion rewrites"
+    package = host_package(ops, tmp_path, "units.onnx")
+    needed: dict[Path, set[str]] = defaultdict(set)
+    for op, (model, _) in zip(ops, origins):
+        needed[model].update(t.name for t in (*op.inputs, *op.outputs))
+    values = {model: ort_values(model, names) for model, names in needed.items()}
+    table: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    failures = []
+    for op, (model, unit) in zip(ops, origins):
+        got = values[model]
+        ours, _ = package.run(op.op_type, [got[t.name] for t in op.inputs], serial=False, trace=False)
+        for t, mine in zip(op.outputs, ours):
+            diff = lsb_diff(mine, got[t.name])
+            row = table[unit.op.op_type]
+            row[0] += 1
+            row[1] += diff.size
+            row[2] += int((diff == 1).sum())
+            if diff.max() > 1:
+                failures.append(f"{model.stem}/{unit.op.name} ({unit.op.op_type}): off by {int(diff.max())} LSB")
+    print("\nop type        units  elements  off by 1 LSB")
+    for op_type, (units, elements, off) in sorted(table.items()):
+        print(f"{op_type:<14} {units:>5} {elements:>9} {off:>13}")
+    assert not failures, "\n".join(failures)
+
+
+def test_bundled_qdq_models_hold_rewritable_units(case_for) -> None:
+    """The contract above is not vacuous: the LMs' RMSNorm chains are rewritten (mean, sqrt, reciprocal)."""
+    found = {unit.op.op_type for model in QDQ_MODELS if (case := case_for(model)) is not None
+             for op in case.spec.fused_ops for unit in find_qdq_units(op)}
+    assert {"ReduceMean", "Sqrt", "Reciprocal"} <= found, found

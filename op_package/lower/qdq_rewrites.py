@@ -5,6 +5,9 @@
     binary   Add, Sub, Mul                          HexfuseQBinary           multipliers, shift (qfixed.py)
     mean     ReduceMean over trailing axes          HexfuseQRowMean          multiplier, shift (qfixed.py)
     softmax  Softmax over the last axis             HexfuseQSoftmax          float exp table
+    pool     MaxPool, GlobalMaxPool                  HexfuseQMaxPool          window geometry, table if the
+                                                                             encodings differ
+             GlobalAveragePool                      HexfuseQRowMean          (a mean over each H x W plane)
     move     Reshape, Transpose, Slice, Concat ...  the op itself on codes   a HexfuseQLookup requantizes
                                                                              where encodings differ
 
@@ -18,12 +21,15 @@ from typing import Callable
 
 import numpy as np
 
+from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import NodeSpec, QuantSpec, TensorSpec
 from hexfuse.op_package.lower import qfixed
-from hexfuse.op_package.lower.context import numel
+from hexfuse.op_package.lower.context import NodeContext, numel
 from hexfuse.op_package.lower.qlut import QTYPES, UNARY, lookup_table, requantize_table
-from hexfuse.op_package.lower.qvector_ops import BINARY_OPS, QBINARY, QLOOKUP, QROWMEAN, QSOFTMAX
+from hexfuse.op_package.lower.qvector_ops import (BINARY_OPS, QBINARY, QLOOKUP, QMAXPOOL, QROWMEAN, QSOFTMAX,
+                                                  maxpool_geometry)
 
+ROW_OPS = ("ReduceMean", "Softmax", "MaxPool", "GlobalMaxPool", "GlobalAveragePool")
 MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Slice", "Concat", "Split", "Gather",
          "Tile", "DepthToSpace", "SpaceToDepth")
 Built = tuple[list[NodeSpec], list[TensorSpec]]
@@ -46,7 +52,7 @@ class NameSource:
 
 def data_inputs(node: NodeSpec) -> tuple[int, ...] | None:
     """Inputs that must be dequantized for the node to run on codes (None: no quantized kernel)."""
-    if node.op_type in UNARY or node.op_type in ("ReduceMean", "Softmax") or node.op_type in MOVES:
+    if node.op_type in UNARY or node.op_type in MOVES or node.op_type in ROW_OPS:
         return tuple(i for i, n in enumerate(node.inputs) if n) if node.op_type == "Concat" else (0,)
     if node.op_type in BINARY_OPS:
         return (0, 1)
@@ -114,6 +120,15 @@ def _row_split(shape: tuple[int, ...], axes: list[int]) -> tuple[int, int] | str
     return numel(shape[:first]), numel(shape[first:])
 
 
+def _row_mean(node: NodeSpec, dqs, qs, ins, outs, length: int) -> Built | str:
+    fixed = qfixed.mean(ins[0].scale[0], length, outs[0].scale[0])
+    if isinstance(fixed, str):
+        return fixed
+    return [NodeSpec(node.name, QROWMEAN, "", (dqs[0].inputs[0],), (qs[0].outputs[0],),
+                     {"len": length, "mult": fixed[0], "shift": fixed[1], "in_zero": ins[0].zero_point[0],
+                      "out_zero": outs[0].zero_point[0]})], []
+
+
 def _mean(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
     x, y = tensors[node.inputs[0]], tensors[node.outputs[0]]
     why = _eight_bit(ins[0], outs[0]) or _same_type(ins[0], outs[0])
@@ -121,14 +136,31 @@ def _mean(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
         return why
     axes = _reduced_axes(node, x, y)
     split = axes if isinstance(axes, str) else _row_split(x.shape, axes)
-    if isinstance(split, str):
-        return split
-    fixed = qfixed.mean(ins[0].scale[0], split[1], outs[0].scale[0])
-    if isinstance(fixed, str):
-        return fixed
-    return [NodeSpec(node.name, QROWMEAN, "", (dqs[0].inputs[0],), (qs[0].outputs[0],),
-                     {"len": split[1], "mult": fixed[0], "shift": fixed[1], "in_zero": ins[0].zero_point[0],
-                      "out_zero": outs[0].zero_point[0]})], []
+    return split if isinstance(split, str) else _row_mean(node, dqs, qs, ins, outs, split[1])
+
+
+def _global_mean(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
+    """GlobalAveragePool on NC... is a mean over each plane: rows of H x W (x D) codes."""
+    x = tensors[node.inputs[0]]
+    why = _eight_bit(ins[0], outs[0]) or _same_type(ins[0], outs[0])
+    if why or len(x.shape) < 3:
+        return why or f"GlobalAveragePool of rank {len(x.shape)}"
+    return _row_mean(node, dqs, qs, ins, outs, numel(x.shape[2:]))
+
+
+def _maxpool(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
+    why = _eight_bit(ins[0], outs[0])
+    if why:
+        return why
+    attrs = {**node.attributes, "global": int(node.op_type == "GlobalMaxPool")}
+    if _enc(ins[0]) != _enc(outs[0]):
+        attrs["lut"] = tuple(int(v) for v in requantize_table(ins[0], outs[0]))
+    kernel_node = NodeSpec(node.name, QMAXPOOL, "", (dqs[0].inputs[0],), (qs[0].outputs[0],), attrs)
+    try:
+        maxpool_geometry(NodeContext(kernel_node, tensors, {}))
+    except HexfuseError as error:
+        return str(error)
+    return [kernel_node], []
 
 
 def _softmax(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
@@ -193,7 +225,8 @@ def _move(node: NodeSpec, dqs, qs, ins, outs, tensors, names) -> Built | str:
 
 BUILDERS: dict[str, Callable[..., Built | str]] = {
     **{t: _unary for t in UNARY}, **{t: _binary for t in BINARY_OPS}, **{t: _move for t in MOVES},
-    "ReduceMean": _mean, "Softmax": _softmax,
+    "ReduceMean": _mean, "Softmax": _softmax, "MaxPool": _maxpool, "GlobalMaxPool": _maxpool,
+    "GlobalAveragePool": _global_mean,
 }
 
 

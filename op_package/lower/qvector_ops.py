@@ -9,6 +9,7 @@ from typing import Sequence
 
 from hexfuse.op_package.lower.context import (MAX_RANK, Kernel, NodeContext, broadcast_strides, dims, kernel, numel,
                                               rule)
+from hexfuse.op_package.lower.linalg import spatial, window
 from hexfuse.op_package.lower.qfixed import ADD_MULT_MAX, MEAN_MULT_MAX, MUL_MULT_MAX, SHIFT_MAX_32, SHIFT_MAX_64
 from hexfuse.op_package.lower.qlut import QTYPES, vlut32_order
 
@@ -16,8 +17,10 @@ QLOOKUP = "HexfuseQLookup"
 QBINARY = "HexfuseQBinary"
 QROWMEAN = "HexfuseQRowMean"
 QSOFTMAX = "HexfuseQSoftmax"
-INTERNAL_OPS = (QLOOKUP, QBINARY, QROWMEAN, QSOFTMAX)  # reserved: a model node with one of these names is refused
+QMAXPOOL = "HexfuseQMaxPool"
+INTERNAL_OPS = (QLOOKUP, QBINARY, QROWMEAN, QSOFTMAX, QMAXPOOL)  # reserved: a model node with one of these names is refused
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2}  # = HEXFUSE_QADD / QSUB / QMUL (qarith.h)
+QPOOL_ROW = 1024  # = kQPoolRow (qvector.h): the padded row of a max pool lives on the stack
 
 
 def _int(ctx: NodeContext, name: str, lo: int, hi: int) -> int:
@@ -25,6 +28,13 @@ def _int(ctx: NodeContext, name: str, lo: int, hi: int) -> int:
     if not isinstance(value, int) or not lo <= value <= hi:
         raise ctx.fail(f"attribute {name}={value!r} is outside [{lo}, {hi}]")
     return value
+
+
+def _table(ctx: NodeContext, name: str) -> list[int]:
+    lut = ctx.attr(name)
+    if not (isinstance(lut, tuple) and len(lut) == 256 and all(isinstance(v, int) and 0 <= v <= 255 for v in lut)):
+        raise ctx.fail(f"attribute {name} must hold 256 bytes")
+    return list(lut)
 
 
 def _codes(ctx: NodeContext, *indices: int, outputs: Sequence[int] = (0,)) -> bool:
@@ -47,12 +57,10 @@ def lower_qlookup(ctx: NodeContext) -> Kernel:
         ctx.require_dtype(t, tuple(QTYPES))
     if numel(x.shape) != numel(y.shape):
         raise ctx.fail("input and output sizes differ")
-    lut = ctx.attr("lut")
-    if not (isinstance(lut, tuple) and len(lut) == 256 and all(isinstance(v, int) and 0 <= v <= 255 for v in lut)):
-        raise ctx.fail("attribute lut must hold 256 bytes")
+    lut = _table(ctx, "lut")
     return kernel("qlookup_u8", "QLookupParams", numel(y.shape), 0.5,
                   **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "lut": list(lut),
-                     "hvx_lut": [int(v) for v in vlut32_order(list(lut))]})
+                     "hvx_lut": [int(v) for v in vlut32_order(lut)]})
 
 
 def coalesce(out_shape: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], list[list[int]]]:
@@ -136,3 +144,40 @@ def lower_qsoftmax(ctx: NodeContext) -> Kernel:
                   **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "in_signed": int(x.dtype == "int8"),
                      "out_signed": int(y.dtype == "int8"), "len": length, "out_scale": scale,
                      "out_zero": _zero(ctx, "out_zero", y.dtype == "int8"), "exp_table": list(table)})
+
+
+def maxpool_geometry(ctx: NodeContext) -> dict[str, int]:
+    """PoolParams of a MaxPool / GlobalMaxPool node (attributes as ONNX's), refusing windows that hold no
+    input element and rows wider than the kernel's stack row."""
+    x, y = ctx.input(0), ctx.output(0)
+    ctx.refuse_attrs(storage_order=lambda v: int(v) != 0)
+    in_hw, out_hw = spatial(ctx, x.shape), spatial(ctx, y.shape)
+    if ctx.attr("global", 0):
+        k_hw = in_hw
+        win = {"stride_h": 1, "stride_w": 1, "dil_h": 1, "dil_w": 1, "pad_t": 0, "pad_l": 0, "pad_b": 0, "pad_r": 0}
+    else:
+        k_hw = [1] * (4 - len(x.shape)) + list(ctx.attr("kernel_shape"))  # type: ignore[arg-type]
+        win = window(ctx, in_hw, out_hw, k_hw, len(x.shape) - 2)
+    for axis, (size, out, k, stride, dil, pad) in enumerate(zip(in_hw, out_hw, k_hw, (win["stride_h"], win["stride_w"]),
+                                                                (win["dil_h"], win["dil_w"]), (win["pad_t"], win["pad_l"]))):
+        for o in range(out):
+            if not any(0 <= o * stride - pad + t * dil < size for t in range(k)):
+                raise ctx.fail(f"output {o} along spatial axis {axis} has a window without input elements")
+    row = max(win["pad_l"] + in_hw[1], (out_hw[1] - 1) * win["stride_w"] + (k_hw[1] - 1) * win["dil_w"] + 1)
+    if row > QPOOL_ROW:
+        raise ctx.fail(f"padded rows of {row} codes are wider than the kernel's {QPOOL_ROW}")
+    return {"H": in_hw[0], "W": in_hw[1], "OH": out_hw[0], "OW": out_hw[1], "KH": k_hw[0], "KW": k_hw[1], **win}
+
+
+@rule(QMAXPOOL)
+def lower_qmaxpool(ctx: NodeContext) -> Kernel:
+    x, y = ctx.input(0), ctx.output(0)
+    for t in (x, y):
+        ctx.require_dtype(t, tuple(QTYPES))
+    if x.dtype != y.dtype and not ctx.attr("lut"):
+        raise ctx.fail("input and output code types differ without a requantizing table")
+    g = maxpool_geometry(ctx)
+    lut = _table(ctx, "lut") if ctx.attr("lut") else [0] * 256
+    return kernel("qmaxpool_8", "QMaxPoolParams", x.shape[0] * x.shape[1], float(g["OH"] * g["W"] * (g["KH"] + g["KW"])),
+                  **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "is_signed": int(x.dtype == "int8"),
+                     "has_lut": int(bool(ctx.attr("lut"))), "lut": lut, **{f"pool.{k}": v for k, v in g.items()}})

@@ -11,6 +11,7 @@ float32. Unary ops see all 256 input codes. The cases also check that the unit r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,7 +52,7 @@ def _output_encoding(dtype: str, y: np.ndarray) -> tuple[str, float, int]:
 
 
 def _all_codes(dtype: str, shape=(5, 256)) -> np.ndarray:
-    codes = np.tile(np.arange(256, dtype=np.uint8), shape[0] * shape[1] // 256)
+    codes = np.tile(np.arange(256, dtype=np.uint8), int(np.prod(shape)) // 256)
     return RNG.permutation(codes).reshape(shape).view(np.dtype(dtype))
 
 
@@ -126,6 +127,29 @@ def _reduction_cases() -> list[Case]:
     return cases
 
 
+def _pool_cases() -> list[Case]:
+    cases = []
+    e_u, e_u2, e_i = enc("uint8", 0.03, 120), enc("uint8", 0.05, 90), enc("int8", 0.03, -8)
+    x4 = RNG.integers(0, 256, (2, 3, 17, 23)).astype(np.uint8)
+    for name, e_in, e_out, x, op_type, attrs in (
+        ("MaxPool_3x3_s1_same", e_u, e_u, x4, "MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("MaxPool_3x3_s2_requant", e_u, e_u2, x4, "MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),
+        ("MaxPool_int8_dil_ceil", e_i, e_i, x4.view(np.int8), "MaxPool",
+         {"kernel_shape": [2, 3], "strides": [2, 2], "dilations": [2, 1], "pads": [0, 1, 1, 2], "ceil_mode": 1}),
+        ("MaxPool_1d_to_int8", e_u, e_i, RNG.integers(0, 256, (2, 4, 300)).astype(np.uint8), "MaxPool",
+         {"kernel_shape": [5], "strides": [3], "pads": [2, 2]}),
+        ("GlobalMaxPool", e_u, e_u2, x4, "GlobalMaxPool", {}),
+    ):
+        inits: dict = {}
+        nodes = [dq("x", "xf", e_in, inits), node(op_type, ["xf"], ["yf"], **attrs), q("yf", "y", e_out, inits)]
+        cases.append(Case(name, nodes, {"x": x}, inits, ["y"], exact=True))  # max commutes with the monotone Q(DQ)
+    for dtype, e_in, e_out in (("uint8", e_u, e_u2), ("int8", e_i, enc("int8", 0.011, 4))):
+        inits = {}
+        nodes = [dq("x", "xf", e_in, inits), node("GlobalAveragePool", ["xf"], ["yf"]), q("yf", "y", e_out, inits)]
+        cases.append(Case(f"GlobalAveragePool_{dtype}", nodes, {"x": x4.view(dtype)}, inits, ["y"]))
+    return cases
+
+
 def _move_cases() -> list[Case]:
     cases = []
     e1, e2, e3 = enc("uint8", 0.02, 128), enc("uint8", 0.035, 100), enc("int8", 0.02, 0)
@@ -160,7 +184,7 @@ def _move_cases() -> list[Case]:
 
 
 CASES = ([unary_case(op, dtype) for op in UNARY for dtype in ("uint8", "int8")] + _binary_cases()
-         + _reduction_cases() + _move_cases())
+         + _reduction_cases() + _pool_cases() + _move_cases())
 EXPECTED_KERNELS = {"Reshape_same": {"copy_any"}, "Transpose_requant": {"qlookup_u8", "strided_copy"},
                     "Expand_to_int8": {"qlookup_u8", "strided_copy"}, "Slice_requant": {"slice_any", "qlookup_u8"},
                     "Concat_mixed": {"qlookup_u8", "concat_any"}, "Split_mixed": {"split_any", "qlookup_u8"},
@@ -188,7 +212,8 @@ def _kernel(case: Case) -> str:
     op = ops.pop() if len(ops) == 1 else ""
     if op in ("Add", "Sub", "Mul"):
         return "qbinary_8"
-    return {"ReduceMean": "qrowmean_8", "Softmax": "qsoftmax_8"}.get(op, "qlookup_u8")
+    return {"ReduceMean": "qrowmean_8", "GlobalAveragePool": "qrowmean_8", "Softmax": "qsoftmax_8",
+            "MaxPool": "qmaxpool_8", "GlobalMaxPool": "qmaxpool_8"}.get(op, "qlookup_u8")
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
@@ -232,6 +257,7 @@ REFUSED = {
     "Log_negative_codes": ("Log", (-1.0, 1.0), "is NaN at input code"),
     "Clip_bound_inputs": ("Clip", (-1.0, 1.0), "known only at run time"),
     "Pow_exponent_tensor": ("Pow", (0.0, 2.0), "Pow has no quantized kernel"),
+    "MaxPool_rows_too_wide": ("MaxPool", (0.0, 1.0), "wider than the kernel's 1024"),
 }
 
 
@@ -243,10 +269,18 @@ def test_refused_units_stay_float_with_a_reason(name: str) -> None:
     inputs = ["xf"] + (["lo", "hi"] if op_type == "Clip" else ["p"] if op_type == "Pow" else [])
     extra = {"lo": np.array(-0.5, np.float32), "hi": np.array(0.5, np.float32), "p": np.array(2.0, np.float32)}
     inits.update({k: v for k, v in extra.items() if k in inputs})
-    nodes = [dq("x", "xf", e, inits), node(op_type, inputs, ["yf"]), q("yf", "y", e, inits)]
-    case = Case(name, nodes, {"x": _all_codes("uint8")}, inits, ["y"])
+    attrs = {"kernel_shape": [3]} if op_type == "MaxPool" else {}
+    nodes = [dq("x", "xf", e, inits), node(op_type, inputs, ["yf"], **attrs), q("yf", "y", e, inits)]
+    x = _all_codes("uint8", (1, 1, 1280)) if op_type == "MaxPool" else _all_codes("uint8")
+    case = Case(name, nodes, {"x": x}, inits, ["y"])
     run_ort(case)
     op = fused_op(case)
     assert fuse_qdq_units(op) is op
     reasons = explain_qdq_units(op)
     assert len(reasons) == 1 and reasons[0][0] == nodes[1].name and why in reasons[0][1], reasons
+
+
+def test_pool_row_limit_is_the_kernels() -> None:
+    from hexfuse.op_package.lower.qvector_ops import QPOOL_ROW
+    header = (Path(__file__).resolve().parents[2] / "op_package/runtime/include/hexfuse/kernels/qvector.h").read_text()
+    assert f"constexpr int64_t kQPoolRow = {QPOOL_ROW};" in header

@@ -326,7 +326,8 @@ static void check_byte_ops(void) {
     }
 }
 
-/* Quantized kernels (qvector.cpp): lookup, requantizing Add / Sub / Mul and byte sums, against qarith.h. */
+/* Quantized kernels (qvector.cpp): lookup, requantizing Add / Sub / Mul, code maxima (max pool rows and
+ * windows) and byte sums, against qarith.h. */
 static void check_quant_ops(void) {
     for (uint32_t li = 0; li < kNumLengths; ++li) {
         for (uint32_t oi = 0; oi < kNumOffsets; ++oi) {
@@ -366,6 +367,31 @@ static void check_quant_ops(void) {
                                                               hexfuse_code8(b, (int64_t)(i * bs), p->is_signed));
                     }
                     check_bytes(p->op == HEXFUSE_QMUL ? "qmul_8" : "qadd_sub_8", n, off, 1, done, whole(n, 128));
+                }
+            }
+
+            for (int is_signed = 0; is_signed <= 1; ++is_signed) {
+                static const uint32_t kTaps[][2] = {{1, 1}, {3, 1}, {2, 2}, {5, 3}};  /* (taps, step) */
+                fill_outputs();
+                for (uint32_t i = 0; i < n; ++i) ref[i] = hexfuse_max_code8(a[i], b[i], is_signed);
+                done = hexfuse_hvx_max_8(got, a, b, n, is_signed);
+                for (size_t i = done; i < n; ++i) got[i] = hexfuse_max_code8(a[i], b[i], is_signed);
+                check_bytes(is_signed ? "max_i8" : "max_u8", n, off, 1, done, whole(n, 128));
+                for (uint32_t t = 0; t < sizeof kTaps / sizeof kTaps[0]; ++t) {
+                    const uint32_t taps = kTaps[t][0], step = kTaps[t][1];
+                    fill_outputs();
+                    for (uint32_t i = 0; i < n; ++i) {
+                        uint8_t m = a[i];
+                        for (uint32_t k = 1; k < taps; ++k) m = hexfuse_max_code8(m, a[i + k * step], is_signed);
+                        ref[i] = m;
+                    }
+                    done = hexfuse_hvx_window_max_8(got, a, n, taps, step, is_signed);
+                    for (size_t i = done; i < n; ++i) {
+                        uint8_t m = a[i];
+                        for (uint32_t k = 1; k < taps; ++k) m = hexfuse_max_code8(m, a[i + k * step], is_signed);
+                        got[i] = m;
+                    }
+                    check_bytes(is_signed ? "window_max_i8" : "window_max_u8", n, off, 1, done, whole(n, 128));
                 }
             }
 

@@ -71,4 +71,5 @@ def write_header(path: Path) -> int:
     path.write_text("\n".join(rows))
     sums = 2  # hexfuse_hvx_sum_8, unsigned and signed
     steps = 4  # (a_step, b_step) in {0, 1}^2
-    return len(luts) + steps * len(BINARY_CASES) + sums
+    maxima = 2 * (1 + 4)  # hexfuse_hvx_max_8 and hexfuse_hvx_window_max_8 with 4 (taps, step), both signednesses
+    return len(luts) + steps * len(BINARY_CASES) + sums + maxima

@@ -115,4 +115,66 @@ void qsoftmax_8(const void* params, void* const* buffers, int64_t begin, int64_t
     }
 }
 
+namespace {
+
+// out[i] = max(a[i], b[i]) over codes, i < n.
+void max_rows(uint8_t* out, const uint8_t* a, const uint8_t* b, int64_t n, int is_signed) {
+    int64_t i = 0;
+#ifdef __HVX__
+    i = static_cast<int64_t>(hexfuse_hvx_max_8(out, a, b, static_cast<size_t>(n), is_signed));
+#endif
+    for (; i < n; ++i) out[i] = hexfuse_max_code8(a[i], b[i], is_signed);
+}
+
+// out[i] = max over k < taps of in[i + k * step], i < n.
+void window_max(uint8_t* out, const uint8_t* in, int64_t n, int64_t taps, int64_t step, int is_signed) {
+    int64_t i = 0;
+#ifdef __HVX__
+    i = static_cast<int64_t>(hexfuse_hvx_window_max_8(out, in, static_cast<size_t>(n), static_cast<size_t>(taps),
+                                                      static_cast<size_t>(step), is_signed));
+#endif
+    for (; i < n; ++i) {
+        uint8_t m = in[i];
+        for (int64_t k = 1; k < taps; ++k) m = hexfuse_max_code8(m, in[i + k * step], is_signed);
+        out[i] = m;
+    }
+}
+
+}  // namespace
+
+void qmaxpool_8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QMaxPoolParams*>(params);
+    const PoolParams& g = p.pool;
+    const uint8_t* in = cbytes(buffers, p.in);
+    uint8_t* out = bytes(buffers, p.out);
+    const uint8_t lowest = p.is_signed ? 0x80 : 0x00;
+    const int64_t span = (g.OW - 1) * g.stride_w + 1;  // window starts the outputs pick from
+    const int64_t len = std::max(g.pad_l + g.W, span + (g.KW - 1) * g.dil_w);  // <= kQPoolRow (generation time)
+    uint8_t row[kQPoolRow], full[kQPoolRow];  // row: the padded row, full: the max at every window start
+    for (int64_t unit = begin; unit < end; ++unit) {
+        const uint8_t* x = in + unit * g.H * g.W;
+        uint8_t* y = out + unit * g.OH * g.OW;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+            std::fill(row, row + g.pad_l, lowest);
+            std::fill(row + g.pad_l + g.W, row + len, lowest);
+            bool first = true;
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+                const int64_t ih = oh * g.stride_h - g.pad_t + kh * g.dil_h;
+                if (ih < 0 || ih >= g.H) continue;
+                if (first) {
+                    std::copy(x + ih * g.W, x + (ih + 1) * g.W, row + g.pad_l);
+                } else {
+                    max_rows(row + g.pad_l, row + g.pad_l, x + ih * g.W, g.W, p.is_signed);
+                }
+                first = false;
+            }
+            window_max(full, row, span, g.KW, g.dil_w, p.is_signed);
+            for (int64_t ow = 0; ow < g.OW; ++ow) {
+                const uint8_t m = full[ow * g.stride_w];
+                y[oh * g.OW + ow] = p.has_lut ? p.lut[m] : m;
+            }
+        }
+    }
+}
+
 }  // namespace hexfuse

@@ -23,3 +23,11 @@ HEXFUSE_HVX_API size_t hexfuse_hvx_qbinary_8(uint8_t* out, const uint8_t* a, siz
 
 // Adds the sum of the codes in[0, done) (int8 when is_signed) to *sum; done = the whole-vector prefix.
 HEXFUSE_HVX_API size_t hexfuse_hvx_sum_8(const uint8_t* in, size_t n, int is_signed, int64_t* sum);
+
+// out[i] = max(a[i], b[i]) over codes (int8 when is_signed), whole-vector prefix.
+HEXFUSE_HVX_API size_t hexfuse_hvx_max_8(uint8_t* out, const uint8_t* a, const uint8_t* b, size_t n, int is_signed);
+
+// out[i] = max over k < taps of in[i + k * step] (int8 when is_signed), whole-vector prefix: reads
+// in[0, done - 1 + (taps - 1) * step]. Returns 0 for taps == 0.
+HEXFUSE_HVX_API size_t hexfuse_hvx_window_max_8(uint8_t* out, const uint8_t* in, size_t n, size_t taps, size_t step,
+                                                int is_signed);

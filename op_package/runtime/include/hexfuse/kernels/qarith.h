@@ -49,4 +49,9 @@ static inline int32_t hexfuse_code8(const uint8_t* p, int64_t i, int is_signed) 
     return is_signed ? (int32_t)(int8_t)p[i] : (int32_t)p[i];
 }
 
+/* The larger of two code bytes, compared as codes. */
+static inline uint8_t hexfuse_max_code8(uint8_t a, uint8_t b, int is_signed) {
+    return (is_signed ? (int8_t)a > (int8_t)b : a > b) ? a : b;
+}
+
 #endif /* HEXFUSE_KERNELS_QARITH_H */

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "hexfuse/kernels/common.h"
+#include "hexfuse/kernels/pool.h"
 #include "hexfuse/kernels/qarith.h"
 
 namespace hexfuse {
@@ -58,9 +59,28 @@ struct QSoftmaxParams {
     std::array<float, 256> exp_table{};  // indexed by max - x (0..255)
 };
 
+// MaxPool on codes (NCHW, 1-D as H = 1): the largest code of each window, then `lut` when the output
+// encoding differs from the input's (requantization is monotone, so it commutes with max). Every window
+// holds at least one input element (checked at generation time). Per output row, the window's rows are
+// maxed into a padded row of the lowest code, then each output takes the max of its taps along that row:
+//
+//   rows ih of the window --max--> [lowest x pad_l | W codes | lowest x pad_r] --max of KW taps--> out row
+//
+// Padded rows are at most kQPoolRow codes (two such rows live on the stack). Work unit: one (n, c) plane.
+constexpr int64_t kQPoolRow = 1024;
+
+struct QMaxPoolParams {
+    int32_t in = -1, out = -1;
+    int32_t is_signed = 0;
+    int32_t has_lut = 0;
+    PoolParams pool{};  // window geometry (kind and the average / Lp fields are not used)
+    std::array<uint8_t, 256> lut{};
+};
+
 void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qrowmean_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qsoftmax_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void qmaxpool_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 
 }  // namespace hexfuse

@@ -112,4 +112,31 @@ size_t hexfuse_hvx_sum_8(const uint8_t* in, size_t n, int is_signed, int64_t* su
     return done;
 }
 
+namespace {
+
+inline HVX_Vector max_codes(HVX_Vector a, HVX_Vector b, int is_signed) {
+    return is_signed ? Q6_Vb_vmax_VbVb(a, b) : Q6_Vub_vmax_VubVub(a, b);
+}
+
+}  // namespace
+
+size_t hexfuse_hvx_max_8(uint8_t* out, const uint8_t* a, const uint8_t* b, size_t n, int is_signed) {
+    const size_t done = n - n % kBytes;
+    for (size_t i = 0; i < done; i += kBytes) {
+        hexfuse_hvx_store(out + i, max_codes(hexfuse_hvx_load(a + i), hexfuse_hvx_load(b + i), is_signed));
+    }
+    return done;
+}
+
+size_t hexfuse_hvx_window_max_8(uint8_t* out, const uint8_t* in, size_t n, size_t taps, size_t step, int is_signed) {
+    if (taps == 0) return 0;
+    const size_t done = n - n % kBytes;
+    for (size_t i = 0; i < done; i += kBytes) {  // one unaligned load per tap: the taps are byte shifts
+        HVX_Vector m = hexfuse_hvx_load(in + i);
+        for (size_t k = 1; k < taps; ++k) m = max_codes(m, hexfuse_hvx_load(in + i + k * step), is_signed);
+        hexfuse_hvx_store(out + i, m);
+    }
+    return done;
+}
+
 #endif  // __HVX__

@@ -37,7 +37,8 @@ BINARY_CASES = [
     ("Add", "uint8", (0.02, 0.03, 0.04), (128, 100, 120)),
     ("Sub", "int8", (0.5, 0.25, 0.125), (-3, 7, 0)),               # dyadic ratios: exact ties, half to even
     ("Add", "uint8", (1.0, 1.0, 1.0), (0, 255, 0)),
-    ("Add", "int8", (16383.0, 1e-9, 1.0), (127, -128, -128)),      # largest ratio, a vanishing one
+    ("Add", "int8", (16383.0, 1e-9, 1.0), (127, -128, -128)),      # large ratio, a vanishing one
+    ("Sub", "int8", (1048575.0, 1048000.0, 1.0), (-128, 127, 5)),  # largest ratios: 21-bit multipliers, shift 1
     ("Sub", "uint8", (0.01, 0.07, 0.0031), (255, 0, 255)),
     ("Mul", "uint8", (0.1, 0.2, 0.05), (0, 255, 3)),
     ("Mul", "int8", (90.0, 91.0, 1.0), (-128, 127, 0)),            # 14-bit multiplier at its limit

@@ -26,7 +26,7 @@ struct QLookupParams {
 // Add / Sub: v = a_mult * a + b_mult * b + bias          (bias = -a_mult * a_zero - b_mult * b_zero)
 // Mul:       v = a_mult * ((a - a_zero) * (b - b_zero))
 // out = saturate(rne_shift(v, shift) + out_zero): hexfuse_qbinary_one (qarith.h). Multipliers are at most
-// 15 bits (Add/Sub) or 14 bits (Mul) and shift is in [1, 24], so every intermediate fits int32
+// 21 bits (Add/Sub) or 14 bits (Mul) and shift is in [1, 24], so every intermediate fits int32
 // (lower/qfixed.py bounds them). Work unit: one output element; operands broadcast as BinaryParams
 // (elementwise.h) with dims coalesced at generation time, so a contiguous operand is one long run.
 struct QBinaryParams {

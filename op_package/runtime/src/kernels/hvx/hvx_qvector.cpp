@@ -1,12 +1,20 @@
-// hvx_qvector.cpp: quantized lookup, requantizing Add / Sub / Mul and byte sums, 128 codes per vector.
+// hvx_qvector.cpp: quantized lookup, requantizing Add / Sub / Mul, code maxima and byte sums, 128 codes
+// per vector.
 //
-// Requantization lanes (QBinary): one vector of 128 codes is widened to two halfword vectors (vunpack:
-// codes 0..63 and 64..127, linear order). Each is multiplied into a word pair (vmpy: even lanes in the
-// low vector, odd lanes in the high one), rounded per word, narrowed back with vsat(odd, even), which
-// re-interleaves the lanes into linear order, and the two halves are packed to bytes with saturation:
+// Requantization lanes. Add / Sub need 22-bit multipliers (qfixed.py), so they run in word lanes: the
+// 128 codes are widened twice (vunpack: linear order) to four word vectors, multiplied by the splatted
+// multipliers (vmpyie: word x the unsigned low halfword, so int8 codes are first biased to unsigned by
+// flipping the sign bit, which the constant term takes back), rounded, and packed back linearly:
 //
-//   128 x u8 --vunpack--> [h 0..63][h 64..127] --vmpy--> per half [w even][w odd] --round-->
-//   --vsat--> [h 0..63][h 64..127] --+zero, vpack:sat--> 128 x u8
+//   128 x u8 --vunpack x2--> [w 0..31][w 32..63][w 64..95][w 96..127] --vmpyie(+acc), round-->
+//   --vpack:sat--> [h 0..63][h 64..127] --+zero, vpack:sat--> 128 x u8
+//
+// Mul's product of two differences needs 17 bits and its multiplier 14, so it runs in halfword lanes:
+// widened once, vmpy(h, h) leaves even lanes in the low word vector and odd lanes in the high one, and
+// vsat(odd, even) re-interleaves them after rounding:
+//
+//   128 x u8 --vunpack--> [h 0..63][h 64..127] --(x - zero), vmpy--> per half [w even][w odd] --
+//   --*m, round, vsat--> [h 0..63][h 64..127] --+zero, vpack:sat--> 128 x u8
 #include "hexfuse/kernels/hvx_qvector.h"
 
 #ifdef __HVX__
@@ -33,8 +41,8 @@ inline HVX_Vector lookup(HVX_Vector x, HVX_Vector t0, HVX_Vector t1) {
 
 // Splatted constants of one QBinary kernel.
 struct Consts {
-    int32_t mul, shift, a_mult2, b_mult2;
-    HVX_Vector a_zero, b_zero, bias, half_m1, one, out_zero;
+    int32_t shift, mult2;  // Mul: the multiplier in both halfwords of a register
+    HVX_Vector a_mult, b_mult, a_zero, b_zero, bias, half_m1, one, out_zero;
 };
 
 // rne_shift of each word (qarith.h): floor parity first, then the biased shift.
@@ -44,25 +52,26 @@ inline HVX_Vector round_words(HVX_Vector v, const Consts& c) {
     return Q6_Vw_vasr_VwR(Q6_Vw_vadd_VwVw(Q6_Vw_vadd_VwVw(v, c.half_m1), parity), c.shift);
 }
 
-// 64 widened codes of a and b (linear halfwords) -> 64 int16 results + out_zero, linear.
-inline HVX_Vector requantize_half(HVX_Vector ha, HVX_Vector hb, const Consts& c) {
-    HVX_Vector even, odd;
-    if (c.mul) {
-        const HVX_VectorPair prod = Q6_Ww_vmpy_VhVh(Q6_Vh_vsub_VhVh(ha, c.a_zero), Q6_Vh_vsub_VhVh(hb, c.b_zero));
-        even = Q6_Vw_vmpyi_VwRh(Q6_V_lo_W(prod), c.a_mult2);
-        odd = Q6_Vw_vmpyi_VwRh(Q6_V_hi_W(prod), c.a_mult2);
-    } else {
-        HVX_VectorPair acc = Q6_Ww_vmpy_VhRh(ha, c.a_mult2);
-        acc = Q6_Ww_vmpyacc_WwVhRh(acc, hb, c.b_mult2);
-        even = Q6_V_lo_W(acc);
-        odd = Q6_V_hi_W(acc);
-    }
-    const HVX_Vector h = Q6_Vh_vsat_VwVw(round_words(odd, c), round_words(even, c));
-    return Q6_Vh_vadd_VhVh_sat(h, c.out_zero);
+// Add / Sub of 32 codes each (unsigned, one per word's low halfword) -> 32 rounded words.
+inline HVX_Vector add_words(HVX_Vector wa, HVX_Vector wb, const Consts& c) {
+    return round_words(Q6_Vw_vmpyieacc_VwVwVuh(Q6_Vw_vmpyie_VwVuh(c.a_mult, wa), c.b_mult, wb), c);
+}
+
+// 64 codes as linear halfwords -> 64 saturated int16 results, linear.
+inline HVX_Vector add_half(HVX_Vector ha, HVX_Vector hb, const Consts& c) {
+    const HVX_VectorPair wa = Q6_Wuw_vunpack_Vuh(ha), wb = Q6_Wuw_vunpack_Vuh(hb);
+    return Q6_Vh_vpack_VwVw_sat(add_words(Q6_V_hi_W(wa), Q6_V_hi_W(wb), c), add_words(Q6_V_lo_W(wa), Q6_V_lo_W(wb), c));
 }
 
 inline HVX_VectorPair widen(HVX_Vector x, int is_signed) {
     return is_signed ? Q6_Wh_vunpack_Vb(x) : Q6_Wuh_vunpack_Vub(x);
+}
+
+inline HVX_Vector mul_half(HVX_Vector ha, HVX_Vector hb, const Consts& c) {
+    const HVX_VectorPair prod = Q6_Ww_vmpy_VhVh(Q6_Vh_vsub_VhVh(ha, c.a_zero), Q6_Vh_vsub_VhVh(hb, c.b_zero));
+    const HVX_Vector even = round_words(Q6_Vw_vmpyi_VwRh(Q6_V_lo_W(prod), c.mult2), c);
+    const HVX_Vector odd = round_words(Q6_Vw_vmpyi_VwRh(Q6_V_hi_W(prod), c.mult2), c);
+    return Q6_Vh_vsat_VwVw(odd, even);
 }
 
 }  // namespace
@@ -78,17 +87,29 @@ size_t hexfuse_hvx_qbinary_8(uint8_t* out, const uint8_t* a, size_t a_step, cons
                              size_t n, const struct hexfuse_qbinary* p) {
     if (a_step > 1 || b_step > 1 || p->shift < 1 || p->shift > 31) return 0;
     const size_t done = n - n % kBytes;
-    const int is_signed = p->is_signed;
-    const Consts c{p->op == HEXFUSE_QMUL, p->shift, both_halves(p->a_mult), both_halves(p->b_mult),
-                   splat_half(p->a_zero), splat_half(p->b_zero),
-                   Q6_V_vsplat_R(p->op == HEXFUSE_QMUL ? 0 : p->bias), Q6_V_vsplat_R((1 << (p->shift - 1)) - 1),
-                   Q6_V_vsplat_R(1), splat_half(p->out_zero)};
+    const int is_signed = p->is_signed, mul = p->op == HEXFUSE_QMUL;
+    // Add / Sub read int8 codes biased by +128 (x ^ 0x80): a_mult * 128 + b_mult * 128 comes off the bias.
+    const int32_t bias = mul ? 0 : p->bias - (is_signed ? 128 * (p->a_mult + p->b_mult) : 0);
+    const Consts c{p->shift, both_halves(p->a_mult), Q6_V_vsplat_R(p->a_mult), Q6_V_vsplat_R(p->b_mult),
+                   splat_half(p->a_zero), splat_half(p->b_zero), Q6_V_vsplat_R(bias),
+                   Q6_V_vsplat_R((1 << (p->shift - 1)) - 1), Q6_V_vsplat_R(1), splat_half(p->out_zero)};
+    const HVX_Vector flip = splat_byte(is_signed && !mul ? 0x80 : 0);
     const HVX_Vector a_splat = splat_byte(a[0]), b_splat = splat_byte(b[0]);
     for (size_t i = 0; i < done; i += kBytes) {
-        const HVX_VectorPair wa = widen(a_step ? hexfuse_hvx_load(a + i) : a_splat, is_signed);
-        const HVX_VectorPair wb = widen(b_step ? hexfuse_hvx_load(b + i) : b_splat, is_signed);
-        const HVX_Vector lo = requantize_half(Q6_V_lo_W(wa), Q6_V_lo_W(wb), c);
-        const HVX_Vector hi = requantize_half(Q6_V_hi_W(wa), Q6_V_hi_W(wb), c);
+        HVX_Vector x = a_step ? hexfuse_hvx_load(a + i) : a_splat, y = b_step ? hexfuse_hvx_load(b + i) : b_splat;
+        HVX_Vector lo, hi;
+        if (mul) {
+            const HVX_VectorPair wa = widen(x, is_signed), wb = widen(y, is_signed);
+            lo = mul_half(Q6_V_lo_W(wa), Q6_V_lo_W(wb), c);
+            hi = mul_half(Q6_V_hi_W(wa), Q6_V_hi_W(wb), c);
+        } else {
+            const HVX_VectorPair wa = Q6_Wuh_vunpack_Vub(Q6_V_vxor_VV(x, flip));
+            const HVX_VectorPair wb = Q6_Wuh_vunpack_Vub(Q6_V_vxor_VV(y, flip));
+            lo = add_half(Q6_V_lo_W(wa), Q6_V_lo_W(wb), c);
+            hi = add_half(Q6_V_hi_W(wa), Q6_V_hi_W(wb), c);
+        }
+        lo = Q6_Vh_vadd_VhVh_sat(lo, c.out_zero);
+        hi = Q6_Vh_vadd_VhVh_sat(hi, c.out_zero);
         hexfuse_hvx_store(out + i, is_signed ? Q6_Vb_vpack_VhVh_sat(hi, lo) : Q6_Vub_vpack_VhVh_sat(hi, lo));
     }
     return done;

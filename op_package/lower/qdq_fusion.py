@@ -101,17 +101,31 @@ def _match(node: NodeSpec, graph: _Task, tensors: dict[str, TensorSpec]) -> Unit
 def _encodings(unit: Unit, tensors: dict[str, TensorSpec]) -> tuple[dict[int, QuantSpec], list[QuantSpec]] | str:
     static = {name: t.static for name, t in tensors.items()}
     ins, outs = {}, []
-    for i, dq in unit.dqs.items():
-        found = _encoding(tensors[dq.inputs[0]], static, dq)
+    for key, node, name in [*((i, dq, dq.inputs[0]) for i, dq in unit.dqs.items()),
+                            *((None, q, q.outputs[0]) for q in unit.qs)]:
+        found = _encoding(tensors[name], static, node) if name in tensors else f"tensor {name!r} is not in the spec"
         if isinstance(found, str):
             return found
-        ins[i] = found
-    for q in unit.qs:
-        found = _encoding(tensors[q.outputs[0]], static, q)
-        if isinstance(found, str):
-            return found
-        outs.append(found)
+        if key is None:
+            outs.append(found)
+        else:
+            ins[key] = found
     return ins, outs
+
+
+def _build(node: NodeSpec, graph: _Task, tensors: dict[str, TensorSpec],
+           names: qdq_rewrites.NameSource) -> tuple[Unit, qdq_rewrites.Built] | str:
+    """Match, check and rewrite one node: its unit and kernels, or the reason it stays float."""
+    if any(n and n not in tensors for n in (*node.inputs, *node.outputs)):
+        return "a tensor of the node is not in the spec"  # the plan names it when it lowers the node
+    unit = _match(node, graph, tensors)
+    if isinstance(unit, str):
+        return unit
+    encodings = _encodings(unit, tensors)
+    if isinstance(encodings, str):
+        return encodings
+    built = qdq_rewrites.rewrite(unit, *encodings, tensors, names)
+    return built if isinstance(built, str) else (unit, built)
 
 
 def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
@@ -124,18 +138,14 @@ def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
     for node in task.nodes:
         if node.op_type in QDQ:
             continue
-        unit = _match(node, graph, tensors)
-        encodings = unit if isinstance(unit, str) else _encodings(unit, tensors)
-        built = encodings if isinstance(encodings, str) else qdq_rewrites.rewrite(
-            unit, *encodings, tensors, qdq_rewrites.NameSource(tensors, added))  # type: ignore[arg-type]
-        if isinstance(built, str):
+        found = _build(node, graph, tensors, qdq_rewrites.NameSource(tensors, added))
+        if isinstance(found, str):
             if any(graph.producer.get(i) is not None and graph.producer[i].op_type == "DequantizeLinear"
                    for i in node.inputs if i):
-                reasons.append((node.name, built))  # only units that looked quantized are worth a reason
-                log.debug("qdq fusion: %s (%s) stays float: %s", node.name, node.op_type, built)
+                reasons.append((node.name, found))  # only units that looked quantized are worth a reason
+                log.debug("qdq fusion: %s (%s) stays float: %s", node.name, node.op_type, found)
             continue
-        assert not isinstance(unit, str)
-        nodes, new_tensors = built
+        unit, (nodes, new_tensors) = found
         units.append(unit)
         replaced[node.name] = nodes
         added.extend(new_tensors)

@@ -19,7 +19,8 @@ QuantizeLinear as the only reader of each of its outputs. The op and its Qs are 
 unless another node still reads its float output. The new nodes take the op's place in the node order,
 which stays topological: their inputs (the DQs' inputs) exist before the DQs and their outputs (the Qs'
 outputs) are read only after the Qs. Everything else is left to the float kernels, with a reason per
-unit that ``explain_qdq_units`` reports. Pure: the same FusedOp gives the same result.
+unit that ``explain_qdq_units`` reports. Pure and idempotent: the same FusedOp gives the same result,
+and a fused op passed again is returned as it is (its kernels form no unit).
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.lower import qdq_rewrites
-from hexfuse.op_package.lower.qvector_ops import INTERNAL_OPS
+from hexfuse.op_package.lower.qdq_ports import codes_at_ports
+from hexfuse.op_package.lower.qvector_ops import QDEQUANTIZE, QQUANTIZE
 
 log = logging.getLogger(__name__)
-QDQ = ("DequantizeLinear", "QuantizeLinear")
+DEQUANTIZE = ("DequantizeLinear", QDEQUANTIZE)  # QDequantize / QQuantize: a port's codes (qdq_ports.py)
+QUANTIZE = ("QuantizeLinear", QQUANTIZE)
+QDQ = DEQUANTIZE + QUANTIZE
 
 
 @dataclass(frozen=True)
@@ -86,13 +89,13 @@ def _match(node: NodeSpec, graph: _Task, tensors: dict[str, TensorSpec]) -> Unit
     dqs = {}
     for i in data:
         source = graph.producer.get(node.inputs[i])
-        if source is None or source.op_type != "DequantizeLinear":
+        if source is None or source.op_type not in DEQUANTIZE:
             return f"input {node.inputs[i]!r} is not dequantized inside the task"
         dqs[i] = source
     qs = []
     for name in node.outputs:
         reader = graph.only_reader(name) if name else None
-        if reader is None or reader.op_type != "QuantizeLinear":
+        if reader is None or reader.op_type not in QUANTIZE:
             return f"output {name!r} is not read by exactly one QuantizeLinear"
         qs.append(reader)
     return Unit(node, dqs, tuple(qs))
@@ -140,7 +143,7 @@ def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
             continue
         found = _build(node, graph, tensors, qdq_rewrites.NameSource(tensors, added))
         if isinstance(found, str):
-            if any(graph.producer.get(i) is not None and graph.producer[i].op_type == "DequantizeLinear"
+            if any(graph.producer.get(i) is not None and graph.producer[i].op_type in DEQUANTIZE
                    for i in node.inputs if i):
                 reasons.append((node.name, found))  # only units that looked quantized are worth a reason
                 log.debug("qdq fusion: %s (%s) stays float: %s", node.name, node.op_type, found)
@@ -165,35 +168,37 @@ def _fuse_task(task: TaskSpec, tensors: dict[str, TensorSpec], ports: set[str],
     return replace(task, nodes=tuple(nodes_out)), added
 
 
-def _run(op: FusedOp) -> tuple[FusedOp, list[tuple[str, str]], list[Unit]]:
+def _run(op: FusedOp, wire_ports: bool) -> tuple[FusedOp, list[tuple[str, str]], list[Unit]]:
+    if wire_ports:
+        op = codes_at_ports(op)
     tensors = {t.name: t for t in (*op.inputs, *op.outputs, *op.tensors)}
     ports = {t.name for t in (*op.inputs, *op.outputs)}
     reasons: list[tuple[str, str]] = []
     units: list[Unit] = []
     tasks, added = [], []
     for task in op.tasks:
-        for node in task.nodes:
-            if node.op_type in INTERNAL_OPS:
-                raise HexfuseError(f"node {node.name!r}: op type {node.op_type} is reserved by the op package")
         fused, new_tensors = _fuse_task(task, tensors, ports, reasons, units)
         tasks.append(fused)
         added.extend(new_tensors)
         tensors.update((t.name, t) for t in new_tensors)
-    if all(new is old for new, old in zip(tasks, op.tasks)):
+    if all(new is old for new, old in zip(tasks, op.tasks)):  # (op is the input op unless ports changed)
         return op, reasons, units
     return replace(op, tasks=tuple(tasks), tensors=op.tensors + tuple(added)), reasons, units
 
 
-def fuse_qdq_units(op: FusedOp) -> FusedOp:
-    """The fused op with its quantizable DQ -> op -> Q units as quantized kernels (unchanged if none)."""
-    return _run(op)[0]
+def fuse_qdq_units(op: FusedOp, wire_ports: bool = False) -> FusedOp:
+    """The fused op with its quantizable DQ -> op -> Q units as quantized kernels (unchanged if none).
+
+    wire_ports: read and write wire-encoded ports as their codes first (qdq_ports.py), so that units at
+    the fused op's boundary fuse too; the plan's port types become the codes (for runs on wire tensors)."""
+    return _run(op, wire_ports)[0]
 
 
-def explain_qdq_units(op: FusedOp) -> list[tuple[str, str]]:
+def explain_qdq_units(op: FusedOp, wire_ports: bool = False) -> list[tuple[str, str]]:
     """(node name, reason) for every op that reads a dequantized tensor but stays on the float kernels."""
-    return _run(op)[1]
+    return _run(op, wire_ports)[1]
 
 
-def find_qdq_units(op: FusedOp) -> list[Unit]:
+def find_qdq_units(op: FusedOp, wire_ports: bool = False) -> list[Unit]:
     """The units ``fuse_qdq_units`` rewrites, in task and node order."""
-    return _run(op)[2]
+    return _run(op, wire_ports)[2]

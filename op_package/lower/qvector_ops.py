@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from hexfuse.op_package.lower.context import (MAX_RANK, Kernel, NodeContext, broadcast_strides, dims, kernel, numel,
-                                              rule)
+from hexfuse.op_package.lower.context import (CPP_DTYPE, MAX_RANK, Kernel, NodeContext, broadcast_strides, dims, kernel,
+                                              numel, rule)
 from hexfuse.op_package.lower.linalg import spatial, window
 from hexfuse.op_package.lower.qfixed import ADD_MULT_MAX, MEAN_MULT_MAX, MUL_MULT_MAX, SHIFT_MAX_32, SHIFT_MAX_64
 from hexfuse.op_package.lower.qlut import QTYPES, vlut32_order
@@ -18,7 +18,9 @@ QBINARY = "HexfuseQBinary"
 QROWMEAN = "HexfuseQRowMean"
 QSOFTMAX = "HexfuseQSoftmax"
 QMAXPOOL = "HexfuseQMaxPool"
-INTERNAL_OPS = (QLOOKUP, QBINARY, QROWMEAN, QSOFTMAX, QMAXPOOL)  # reserved: a model node with one of these names is refused
+QDEQUANTIZE = "HexfuseQDequantize"  # codes of a port -> float (qdq_ports.py)
+QQUANTIZE = "HexfuseQQuantize"  # float -> codes of a port
+INTERNAL_OPS = (QLOOKUP, QBINARY, QROWMEAN, QSOFTMAX, QMAXPOOL, QDEQUANTIZE, QQUANTIZE)  # never in a model  # reserved: a model node with one of these names is refused
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2}  # = HEXFUSE_QADD / QSUB / QMUL (qarith.h)
 QPOOL_ROW = 1024  # = kQPoolRow (qvector.h): the padded row of a max pool lives on the stack
 
@@ -181,3 +183,20 @@ def lower_qmaxpool(ctx: NodeContext) -> Kernel:
     return kernel("qmaxpool_8", "QMaxPoolParams", x.shape[0] * x.shape[1], float(g["OH"] * g["W"] * (g["KH"] + g["KW"])),
                   **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "is_signed": int(x.dtype == "int8"),
                      "has_lut": int(bool(ctx.attr("lut"))), "lut": lut, **{f"pool.{k}": v for k, v in g.items()}})
+
+
+PORT_CODES = ("uint8", "int8", "uint16", "int16")
+
+
+@rule(QDEQUANTIZE, QQUANTIZE)
+def lower_port_convert(ctx: NodeContext) -> Kernel:
+    dequantize = ctx.node.op_type == QDEQUANTIZE
+    codes, other = (ctx.input(0), ctx.output(0)) if dequantize else (ctx.output(0), ctx.input(0))
+    ctx.require_dtype(codes, PORT_CODES)
+    ctx.require_dtype(other, ("float32",))
+    q = codes.quant
+    if q is None or len(q.scale) != 1 or q.dtype != codes.dtype or not q.scale[0] > 0.0:
+        raise ctx.fail(f"tensor {codes.name!r} needs a per-tensor encoding of its own type")
+    return kernel("qdequantize_port" if dequantize else "qquantize_port", "QConvertParams", numel(codes.shape),
+                  2.0, **{"in": ctx.in_buf(0), "out": ctx.out_buf(0), "qtype": f"hexfuse::DType::{CPP_DTYPE[codes.dtype]}",
+                          "scale": q.scale[0], "zero": q.zero_point[0]})

@@ -164,6 +164,11 @@ def _move_cases() -> list[Case]:
         inits = dict(inits)
         nodes = [dq("x", "xf", e1, inits), *op_nodes(inits), q("yf", "y", e_out, inits)]
         cases.append(Case(name, nodes, {"x": x}, inits, ["y"], exact=True))
+    inits = {"shape": np.array([40, 6], np.int64)}  # 16-bit codes move as they are when the encodings agree
+    e16 = enc("uint16", 0.0003, 31000)
+    nodes = [dq("x", "xf", e16, inits), node("Reshape", ["xf", "shape"], ["yf"]), q("yf", "y", e16, inits)]
+    cases.append(Case("Reshape_uint16", nodes, {"x": RNG.integers(0, 65536, (2, 3, 40)).astype(np.uint16)}, inits,
+                      ["y"], exact=True))
     inits = {}
     nodes = [dq("a", "af", e1, inits), dq("b", "bf", e2, inits), node("Concat", ["af", "bf"], ["yf"], axis=1),
              q("yf", "y", e2, inits)]
@@ -185,7 +190,7 @@ def _move_cases() -> list[Case]:
 
 CASES = ([unary_case(op, dtype) for op in UNARY for dtype in ("uint8", "int8")] + _binary_cases()
          + _reduction_cases() + _pool_cases() + _move_cases())
-EXPECTED_KERNELS = {"Reshape_same": {"copy_any"}, "Transpose_requant": {"qlookup_u8", "strided_copy"},
+EXPECTED_KERNELS = {"Reshape_same": {"copy_any"}, "Reshape_uint16": {"copy_any"}, "Transpose_requant": {"qlookup_u8", "strided_copy"},
                     "Expand_to_int8": {"qlookup_u8", "strided_copy"}, "Slice_requant": {"slice_any", "qlookup_u8"},
                     "Concat_mixed": {"qlookup_u8", "concat_any"}, "Split_mixed": {"split_any", "qlookup_u8"},
                     "Add_Sigmoid_chain": {"qbinary_8", "qlookup_u8"}}
@@ -284,3 +289,27 @@ def test_pool_row_limit_is_the_kernels() -> None:
     from hexfuse.op_package.lower.qvector_ops import QPOOL_ROW
     header = (Path(__file__).resolve().parents[2] / "op_package/runtime/include/hexfuse/kernels/qvector.h").read_text()
     assert f"constexpr int64_t kQPoolRow = {QPOOL_ROW};" in header
+
+
+def test_ports_as_codes_fuse_boundary_units() -> None:
+    """Before: port x (f32, wire u8) -> Sigmoid -> port y (f32, wire u8), port x -> Pow(p) -> port z.
+    After (wire_ports): ports x, y, z are codes; Sigmoid is one lookup from x to y; Pow, whose exponent
+    is a run-time tensor, stays float between a QDequantize of x and a QQuantize into z."""
+    from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+    wire = QuantSpec("uint8", (0.05,), (128,))
+    x, y, z = (TensorSpec(n, "float32", (4, 64), wire=wire) for n in ("x", "y", "z"))
+    p = TensorSpec("p", "float32", ())
+    task = TaskSpec("t0", "vector", (NodeSpec("sig", "Sigmoid", "", ("x",), ("y",)),
+                                     NodeSpec("pow", "Pow", "", ("x", "p"), ("z",))), ("x", "p"), ("y", "z"))
+    op = FusedOp("HexFuse_w", "HexFuse_w", (x, p), (y, z), (task,), (x, p, y, z))
+    assert fuse_qdq_units(op) is op  # default: float ports, nothing to rewrite
+    fused = fuse_qdq_units(op, wire_ports=True)
+    assert [t.dtype for t in (*fused.inputs, *fused.outputs)] == ["uint8", "float32", "uint8", "uint8"]
+    nodes = fused.tasks[0].nodes
+    assert node_types(nodes) == ["HexfuseQDequantize", "HexfuseQLookup", "Pow", "HexfuseQQuantize"]
+    assert nodes[1].inputs == ("x",) and nodes[1].outputs == ("y",)
+    assert nodes[0].inputs == ("x",) and nodes[2].inputs[0] == nodes[0].outputs[0]
+    assert nodes[3].outputs == ("z",) and nodes[2].outputs[0] == nodes[3].inputs[0]
+    assert fuse_qdq_units(fused, wire_ports=True) is fused  # idempotent: the plan's hook may see it again
+    kernels = [n.kernel.fn for n in plan_fused_op(fused).nodes]
+    assert kernels == ["qdequantize_port", "qlookup_u8", "binary_f32", "qquantize_port"]

@@ -43,6 +43,38 @@ void qbinary_any(const hexfuse_qbinary& p, const uint8_t* a, int64_t as, const u
 
 }  // namespace
 
+namespace {
+
+template <typename Q>
+void quantize_codes(const float* x, Q* q, int64_t begin, int64_t end, float scale, int32_t zero, double lo, double hi) {
+    for (int64_t i = begin; i < end; ++i) {
+        double v = std::nearbyint(static_cast<double>(x[i]) / scale) + zero;  // half to even
+        if (!(v >= lo)) v = lo;  // NaN too
+        q[i] = static_cast<Q>(v > hi ? hi : v);
+    }
+}
+
+}  // namespace
+
+void qdequantize_port(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QConvertParams*>(params);
+    float* y = f32(buffers, p.out);
+    for (int64_t i = begin; i < end; ++i) y[i] = p.scale * static_cast<float>(load_int(buffers[p.in], p.qtype, i) - p.zero);
+}
+
+void qquantize_port(const void* params, void* const* buffers, int64_t begin, int64_t end) {
+    const auto& p = *static_cast<const QConvertParams*>(params);
+    const float* x = cf32(buffers, p.in);
+    void* q = buffers[p.out];
+    switch (p.qtype) {
+        case DType::kU8: quantize_codes(x, static_cast<uint8_t*>(q), begin, end, p.scale, p.zero, 0, 255); break;
+        case DType::kI8: quantize_codes(x, static_cast<int8_t*>(q), begin, end, p.scale, p.zero, -128, 127); break;
+        case DType::kU16: quantize_codes(x, static_cast<uint16_t*>(q), begin, end, p.scale, p.zero, 0, 65535); break;
+        case DType::kI16: quantize_codes(x, static_cast<int16_t*>(q), begin, end, p.scale, p.zero, -32768, 32767); break;
+        default: break;  // refused at generation time
+    }
+}
+
 void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end) {
     const auto& p = *static_cast<const QLookupParams*>(params);
     const uint8_t* in = cbytes(buffers, p.in);

@@ -77,6 +77,20 @@ struct QMaxPoolParams {
     std::array<uint8_t, 256> lut{};
 };
 
+// Codes <-> float32 at a fused-op port that the plan reads as its codes (qdq_fusion's wire_ports mode):
+// exactly the port bridge's conversions (runtime/port.cpp), with the port's encoding baked in:
+//     dequantize  y = scale * float(q - zero)
+//     quantize    q = saturate(nearbyint(double(x) / scale) + zero), NaN -> the lowest code
+// so a port converted inside the plan gives the bytes the bridge would have. Work unit: one element.
+struct QConvertParams {
+    int32_t in = -1, out = -1;
+    DType qtype = DType::kU8;  // the codes' type: kU8, kI8, kU16 or kI16
+    float scale = 1.f;
+    int32_t zero = 0;
+};
+
+void qdequantize_port(const void* params, void* const* buffers, int64_t begin, int64_t end);
+void qquantize_port(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qlookup_u8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qbinary_8(const void* params, void* const* buffers, int64_t begin, int64_t end);
 void qrowmean_8(const void* params, void* const* buffers, int64_t begin, int64_t end);

@@ -19,6 +19,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusedOp, TensorSpec
 from hexfuse.op_package.lower import RULES, Kernel, NodeContext
 from hexfuse.op_package.lower.context import ELEMENT_SIZE
+from hexfuse.op_package.lower.qdq_fusion import fuse_qdq_units
 
 RESOURCES = {"matrix": "kMatrix", "vector": "kVector", "dma": "kDma"}
 TILE_COST = 1 << 18  # work per micro-op: enough to amortise a lane hand-off (~µs) on the host
@@ -94,6 +95,7 @@ def split_tiles(units: int, unit_cost: float, max_tiles: int) -> tuple[tuple[int
 
 
 def plan_fused_op(op: FusedOp) -> OpPlan:
+    op = fuse_qdq_units(op)  # DQ -> op -> Q units become quantized kernels (lower/qdq_fusion.py)
     tensors = {t.name: t for t in op.tensors}
     for t in (*op.inputs, *op.outputs):
         tensors.setdefault(t.name, t)

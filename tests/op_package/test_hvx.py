@@ -3,34 +3,46 @@
 (a) clang-19 compiles the HVX sources (src/kernels/hvx/) for hexagon v73 with -Wall -Wextra -Werror, and
     syntax-checks the kernels that dispatch to them under __HVX__ (against the host's libstdc++ headers:
     there is no Hexagon C++ library without the SDK, and -fsyntax-only needs only declarations).
-(b) the freestanding driver tests/op_package/hexagon/hvx_check.c, linked with the HVX sources for v67,
-    runs under qemu-hexagon-static and compares every routine with its scalar reference bit for bit.
-Skips only when clang-19 or qemu-hexagon-static is missing. CI installs:
-    apt-get install -y clang-19 lld-19 qemu-user-static
+(b) the clang inside the `ziglang` wheel (part of the test extra) knows v75 and v79, which clang-19 does
+    not: it compiles the HVX sources and, against its own libc++ / musl headers, the dispatching kernels
+    for both, with -Werror.
+(c) the freestanding driver tests/op_package/hexagon/hvx_check.c, linked with the HVX sources for v67,
+    runs under qemu-hexagon-static and compares every routine with its scalar reference bit for bit; the
+    quantized routines' constants come from the generation-time Python (hexagon/qcases.py).
+Skips only when clang-19, qemu-hexagon-static or ziglang is missing. CI installs:
+    apt-get install -y clang-19 lld-19 qemu-user-static     (and ziglang through pip install -e '.[test]')
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.op_package.hexagon.qcases import write_header
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "op_package" / "runtime"
 HVX_SOURCES = sorted((RUNTIME / "src" / "kernels" / "hvx").glob("hvx_*.cpp"))
-DISPATCHING = [RUNTIME / "src" / "kernels" / f"{name}.cpp" for name in ("elementwise", "layout", "logic")]
+DISPATCHING = [RUNTIME / "src" / "kernels" / f"{name}.cpp" for name in ("elementwise", "layout", "logic", "qvector")]
 DRIVER = Path(__file__).resolve().parent / "hexagon" / "hvx_check.c"
-CASES = 4096  # printed by the driver; changes only when its tables change
+FLOAT_AND_BYTE_CASES = 4096  # printed by the driver; changes only when its tables change
+LENGTHS_X_OFFSETS = 16 * 8  # kLengths x kOffsets of the driver: each quantized check runs once per pair
 
 CLANG = shutil.which("clang-19")
 CLANGXX = shutil.which("clang++-19") or CLANG
 QEMU = shutil.which("qemu-hexagon-static")
 WARN = ["-Wall", "-Wextra", "-Werror"]
 HVX_FLAGS = ["-mhvx", "-mhvx-length=128b", "-O2"]
+ZIG = [sys.executable, "-m", "ziglang", "c++"] if importlib.util.find_spec("ziglang") else None
+NEWER_CPUS = ("v75", "v79")
 needs_clang = pytest.mark.skipif(CLANG is None, reason="clang-19 not installed (apt-get install clang-19)")
+needs_zig = pytest.mark.skipif(ZIG is None, reason="ziglang not installed (pip install ziglang; in the test extra)")
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,6 +82,18 @@ def test_dispatching_kernels_parse_with_hvx_for_v73(source: Path, tmp_path: Path
           "-fsyntax-only", *_host_cxx_includes(tmp_path / "shim"), f"-I{RUNTIME / 'include'}", str(source)])
 
 
+@needs_zig
+@pytest.mark.parametrize("cpu", NEWER_CPUS)
+def test_hvx_and_dispatching_sources_compile_for_newer_cpus(cpu: str, tmp_path: Path) -> None:
+    hvx = ["-mhvx=" + cpu, "-mhvx-length=128b", "-O2", "-std=c++17", *WARN, f"-I{RUNTIME / 'include'}"]
+    for source in HVX_SOURCES:
+        _run([*ZIG, "-target", "hexagon-freestanding-none", f"-mcpu=hexagon{cpu}", *hvx, "-ffreestanding",
+              "-fno-exceptions", "-fno-rtti", "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
+    for source in DISPATCHING:  # zig's libc++ and musl stand in for the SDK's C++ library
+        _run([*ZIG, "-target", "hexagon-linux-musl", f"-mcpu=hexagon{cpu}", *hvx, "-Wno-unused-command-line-argument",
+              "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
+
+
 @needs_clang
 @pytest.mark.skipif(QEMU is None, reason="qemu-hexagon-static not installed (apt-get install qemu-user-static)")
 def test_hvx_routines_match_scalar_under_qemu(tmp_path: Path) -> None:
@@ -80,9 +104,11 @@ def test_hvx_routines_match_scalar_under_qemu(tmp_path: Path) -> None:
         _run([*_cxx("v67"), "-c", str(source), "-o", str(obj)])
         objects.append(str(obj))
     exe = tmp_path / "hvx_check"
+    quant_checks = write_header(tmp_path / "hvx_qcases.h")
     _run([CLANG, "-x", "c", "--target=hexagon-unknown-none-elf", "-mcpu=hexagonv67", *HVX_FLAGS, "-ffreestanding",
-          "-std=c11", *WARN, f"-I{RUNTIME / 'include'}", "-nostdlib", "-fuse-ld=lld", str(DRIVER), "-x", "none",
-          *objects, "-o", str(exe)])
+          "-std=c11", *WARN, f"-I{RUNTIME / 'include'}", f"-I{tmp_path}", "-nostdlib", "-fuse-ld=lld", str(DRIVER),
+          "-x", "none", *objects, "-o", str(exe)])
     proc = subprocess.run([QEMU, "-cpu", "v67", str(exe)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == f"hvx_check: {CASES} cases, 0 mismatches", proc.stdout
+    cases = FLOAT_AND_BYTE_CASES + LENGTHS_X_OFFSETS * quant_checks
+    assert proc.stdout.strip().splitlines()[-1] == f"hvx_check: {cases} cases, 0 mismatches", proc.stdout

@@ -4,6 +4,9 @@
 #pragma once
 
 #include "hexfuse/kernels/common.h"
+// Plans name the quantized kernels that replace DQ -> op -> Q units through this header too (the
+// generated plan includes a fixed header list: templates/src/fused/op.cpp.j2).
+#include "hexfuse/kernels/qvector.h"
 
 namespace hexfuse {
 

@@ -100,7 +100,14 @@ class HostPackage:
         self.op_types = [self._lib.hexfuse_op_type(i).decode() for i in range(self._lib.hexfuse_num_ops())]
         # The library holds every fused op, then the task ops of their HTP expansion (htp_expand.py).
         self._ops: dict[str, FusedOp | OpPlan] = {op.op_type: op for op in spec.fused_ops}
-        self._ops.update({t.symbol: t.plan for op in spec.fused_ops for t in expand_fused_op(op).task_ops})
+        # Ports as the QNN EP describes them (float with a wire encoding): task-op plans read codes.
+        self._wire_ports: dict[str, tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]] = {
+            op.op_type: (op.inputs, op.outputs) for op in spec.fused_ops}
+        for op in spec.fused_ops:
+            for task_op in expand_fused_op(op).task_ops:
+                self._ops[task_op.symbol] = task_op.plan
+                self._wire_ports[task_op.symbol] = (tuple(op.inputs[i] for i in task_op.inputs),
+                                                    tuple(op.outputs[j] for j in task_op.outputs))
         if self.op_types != list(self._ops):
             raise HexfuseError(f"{library} was not built from this spec (op types differ)")
 
@@ -149,15 +156,15 @@ class HostPackage:
     def run_wire(self, op_type: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the op the way the QNN EP drives it: every port in its wire form (``wire_form``), micro-ops
         in plan order on one thread (port.h). Returns the outputs in their wire form (e.g. uint8)."""
-        op = self._ops[op_type]
+        ports_in, ports_out = self._wire_ports[op_type]
         keep, wires = [], []
-        for tensor, values in zip(op.inputs, inputs):
+        for tensor, values in zip(ports_in, inputs):
             array, quantized, scale, offset = wire_form(tensor, np.require(values, requirements="C"))
             array = np.require(array, requirements="C")
             keep.append(array)
             wires.append(_Wire(array.ctypes.data, WIRE_TYPES[array.dtype.name], int(quantized), scale, offset, array.size))
         outs, out_wires = [], []
-        for tensor in op.outputs:
+        for tensor in ports_out:
             dtype = tensor.wire.dtype if tensor.wire is not None else ("int32" if tensor.dtype == "int64" else tensor.dtype)
             array = np.empty(tensor.shape, dtype=dtype)
             quant = tensor.wire

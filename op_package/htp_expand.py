@@ -54,7 +54,9 @@ def _task_op(op: FusedOp, index: int, task: TaskSpec) -> TaskOp:
     symbol = f"{op.op_type}__t{index}"
     sub = FusedOp(symbol, op.node_name, tuple(op.inputs[i] for i in inputs), tuple(op.outputs[i] for i in outputs),
                   (task,), op.tensors, op.rule, op.predicted_gain)
-    return TaskOp(symbol, f"{symbol}_s", task.engine, plan_fused_op(sub), inputs, outputs)
+    # QNN hands a task op its ports as codes: the plan reads them as such, so the quantized kernels
+    # take over the vector work next to the ports too (lower/qdq_ports.py)
+    return TaskOp(symbol, f"{symbol}_s", task.engine, plan_fused_op(sub, wire_ports=True), inputs, outputs)
 
 
 def _call(symbol: str, inputs: list[str], n_outputs: int, which: int) -> str:

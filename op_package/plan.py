@@ -94,8 +94,10 @@ def split_tiles(units: int, unit_cost: float, max_tiles: int) -> tuple[tuple[int
     return tuple((bounds[i], bounds[i + 1]) for i in range(count))
 
 
-def plan_fused_op(op: FusedOp) -> OpPlan:
-    op = fuse_qdq_units(op)  # DQ -> op -> Q units become quantized kernels (lower/qdq_fusion.py)
+def plan_fused_op(op: FusedOp, wire_ports: bool = False) -> OpPlan:
+    """``wire_ports``: the plan reads and writes wire-encoded ports as their codes (lower/qdq_ports.py),
+    for callers that always run it on wire tensors (the HTP task ops); the host ABI keeps float ports."""
+    op = fuse_qdq_units(op, wire_ports)  # DQ -> op -> Q units become quantized kernels (lower/qdq_fusion.py)
     tensors = {t.name: t for t in op.tensors}
     for t in (*op.inputs, *op.outputs):
         tensors.setdefault(t.name, t)

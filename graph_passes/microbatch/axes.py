@@ -282,7 +282,7 @@ def _slice(node: onnx.NodeProto, axis: int, flow: Dataflow) -> Step | str:
     if values[0] is None or values[1] is None or (len(node.input) > 3 and node.input[3] and values[2] is None):
         return f"{_label(node)} takes its bounds at run time"
     rank = _rank(flow, node.input[0])
-    starts, ends = np.ravel(values[0]), np.ravel(values[1])
+    starts = np.ravel(values[0])
     sliced = [int(a) % rank for a in np.ravel(values[2])] if len(values) > 2 and values[2] is not None else list(range(len(starts)))
     if axis in sliced:
         return f"{_label(node)} slices along the split axis"

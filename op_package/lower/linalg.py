@@ -9,7 +9,7 @@ from hexfuse.op_package.lower.context import (Kernel, NodeContext, broadcast_str
 @rule("MatMul")
 def lower_matmul(ctx: NodeContext) -> Kernel:
     ctx.require_float(0, 1)
-    a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
+    a, b = ctx.input(0), ctx.input(1)
     a_shape = [1] + list(a.shape) if len(a.shape) == 1 else list(a.shape)  # numpy promotion of 1-D
     b_shape = list(b.shape) + [1] if len(b.shape) == 1 else list(b.shape)
     if len(a_shape) < 2 or len(b_shape) < 2:
@@ -40,7 +40,7 @@ def _batch_dims(a_shape: list[int], b_shape: list[int]) -> list[int]:
 @rule("Gemm")
 def lower_gemm(ctx: NodeContext) -> Kernel:
     ctx.require_float(0, 1, 2)
-    a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
+    a, b = ctx.input(0), ctx.input(1)
     trans_a, trans_b = int(ctx.attr("transA", 0)), int(ctx.attr("transB", 0))
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise ctx.fail("Gemm operands must be 2-D")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.cost import load_target

@@ -9,7 +9,6 @@ import sys
 
 import onnx
 import pytest
-from onnx import helper
 
 from hexfuse.cli import main
 from tests import builders

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from hexfuse.graph_passes import load as load_module
 from hexfuse.graph_passes.balance import BalanceScorer

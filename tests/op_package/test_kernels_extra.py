@@ -7,7 +7,6 @@ carries numeric dtypes only. Also: unsupported attribute combinations are refuse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx

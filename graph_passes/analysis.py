@@ -88,11 +88,11 @@ class Analysis:
 
     def claim_blocker(self, task: Task) -> str | None:
         """Why a fused node holding this task would not run as such: the QNN EP would not claim it
-        (qdq_boundary.py), or the backend cannot take its matrix work (backend.py)."""
+        (qdq_boundary.py), or the backend refuses the task (backend.py)."""
         if task.id not in self._claim_cache:
             reason = claim_blocker(self.flow, self.task_nodes(task))
-            check = self.backend.matrix_check if self.backend is not None else None
-            if reason is None and check is not None and task.engine is Engine.MATRIX:
+            check = self.backend.task_check if self.backend is not None else None
+            if reason is None and check is not None:
                 from hexfuse.graph_passes.spec_builder import fused_op_spec  # spec_builder imports this module
 
                 reason = check(fused_op_spec(self, (task,)))

@@ -24,11 +24,12 @@ from hexfuse.op_package import backend, supported_op_types
 __all__ = ["HexfuseError", "analyze_model", "backend", "fuse_model", "supported_op_types"]
 
 
-def analyze_model(path: str | Path, scorer: Scorer | None = None) -> _pipeline.AnalyzeResult:
-    """What could be fused in the model at ``path`` and why not, limited to what the op package runs."""
-    return _pipeline.analyze_model(path, scorer, backend())
+def analyze_model(path: str | Path, scorer: Scorer | None = None, allow_scalar: bool = False) -> _pipeline.AnalyzeResult:
+    """What could be fused in the model at ``path`` and why not, limited to what the op package runs
+    well on HTP (``allow_scalar``: also vector tasks whose kernels have no HVX path yet)."""
+    return _pipeline.analyze_model(path, scorer, backend(allow_scalar))
 
 
-def fuse_model(path: str | Path, scorer: Scorer | None = None) -> _pipeline.FuseResult:
-    """The fused model (bytes), its fusion spec and report data, limited to what the op package runs."""
-    return _pipeline.fuse_model(path, scorer, backend())
+def fuse_model(path: str | Path, scorer: Scorer | None = None, allow_scalar: bool = False) -> _pipeline.FuseResult:
+    """The fused model (bytes), its fusion spec and report data; ``allow_scalar`` as in analyze_model."""
+    return _pipeline.fuse_model(path, scorer, backend(allow_scalar))

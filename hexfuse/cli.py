@@ -42,11 +42,11 @@ def run_analyze(args: argparse.Namespace) -> int:
         from hexfuse import backend
         from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched
 
-        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(),
+        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
                                                  args.split_axis, args.split == "always")
         _say(f"micro-batches: {decision.reason}")
     else:
-        result = analyze_model(args.model, scorer)
+        result = analyze_model(args.model, scorer, args.allow_scalar)
     data = analysis_report(result, scorer, f"analysis of {Path(args.model).name}")
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
@@ -66,11 +66,11 @@ def run_fuse(args: argparse.Namespace) -> int:
         from hexfuse import backend
         from hexfuse.graph_passes.microbatch.decide import fuse_micro_batched
 
-        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(),
+        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
                                               args.split_axis, args.split == "always")
         _say(f"micro-batches: {decision.reason}")
     else:
-        result = fuse_model(args.model, scorer)
+        result = fuse_model(args.model, scorer, args.allow_scalar)
     analyzed = result.analyzed
     if result.changed and not args.no_verify:
         _say("verifying the fused model on ONNX Runtime (CPU EP); --no-verify skips this")
@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--min-overlap", type=float, default=0.0,
                          help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
         sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
+        sub.add_argument("--allow-scalar", action="store_true",
+                         help="also fuse vector tasks whose kernels have no HVX path yet (they run as scalar C on "
+                              "HTP: for host runs and simulator checks, not for speed)")
         sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
                          help="also try N micro-batches along a row-independent axis; kept where predicted faster")
         sub.add_argument("--split", choices=("auto", "always"), default="auto",

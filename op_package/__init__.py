@@ -11,14 +11,21 @@ import functools
 
 
 @functools.cache
-def backend():
-    """The pass's view of this package (graph_passes/backend.py): ops with a kernel, and matrix tasks the
-    HTP build can hand to QNN's own ops (a fused op whose matrix task cannot be expanded cannot run on
-    HTP, op_package/htp_expand.py)."""
+def backend(allow_scalar: bool = False):
+    """The pass's view of this package (graph_passes/backend.py): ops with a kernel; matrix tasks must
+    expand into QNN's own ops (op_package/htp_expand.py) and, unless ``allow_scalar``, every kernel of
+    the other tasks needs an HVX path (op_package/hvx_coverage.py)."""
     from hexfuse.graph_passes.backend import Backend
     from hexfuse.op_package.htp_expand import matrix_blocker
+    from hexfuse.op_package.hvx_coverage import vector_blocker
 
-    return Backend("qnn-htp", supported_op_types(), matrix_blocker)
+    def task_blocker(op) -> str | None:
+        if op.tasks[0].engine == "matrix":
+            return matrix_blocker(op)
+        return None if allow_scalar else vector_blocker(op)
+
+    return Backend("qnn-htp" if not allow_scalar else "qnn-htp (scalar vector kernels allowed)",
+                   supported_op_types(), task_blocker)
 
 
 @functools.cache

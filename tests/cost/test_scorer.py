@@ -12,7 +12,7 @@ import pytest
 
 from hexfuse.graph_passes.cost import CostScorer, load_target
 from hexfuse.graph_passes.cost.cli import render_cost_markdown, scorer_for, write_cost_reports
-from hexfuse import analyze_model
+from tests.passes import analyze_model
 from tests.cost.specs import fused, matmul_task, vector_task
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"

@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 from tests import builders
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hexfuse import analyze_model, fuse_model
+from tests.passes import analyze_model, fuse_model
 from hexfuse.graph_passes.cost import load_target
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.cost.opcost import task_cost

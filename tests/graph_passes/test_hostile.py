@@ -11,7 +11,7 @@ from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.cli import main
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse import analyze_model, fuse_model
+from tests.passes import analyze_model, fuse_model
 from hexfuse.graph_passes.spec import FUSED_DOMAIN
 from tests import builders
 

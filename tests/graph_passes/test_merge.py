@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 from hexfuse.cli import main
 from hexfuse.graph_passes.merge import merge_models
 from hexfuse.graph_passes.ort_check import random_inputs

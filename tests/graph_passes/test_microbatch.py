@@ -14,7 +14,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from hexfuse import backend, fuse_model
+from hexfuse import backend
+from tests.passes import fuse_model
 from hexfuse.cli import main
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.errors import HexfuseError
@@ -165,7 +166,7 @@ def _scorer():
 
 def test_mlp_chain_fuses_only_after_micro_batching_and_stays_exact():
     assert not fuse_model(MLP_CHAIN, _scorer()).spec.fused_ops  # a strict chain: nothing independent
-    result, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend(), always=True)
+    result, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend(allow_scalar=True), always=True)
     assert decision.split and "split into 2 (--split always)" in decision.reason
     ops = result.spec.fused_ops
     assert len(ops) >= 4 and {op.source for op in ops} == {MICRO_BATCH}
@@ -181,7 +182,7 @@ def test_mlp_chain_fuses_only_after_micro_batching_and_stays_exact():
 def test_cost_model_keeps_the_unsplit_chain_where_the_split_does_not_pay(tmp_path):
     """16 tokens: dispatch-bound, the copies cost more than fusing them saves. 4096 tokens: the split
     keeps each slice's activations resident in VTCM and the fused slices overlap."""
-    short, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend())
+    short, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend(allow_scalar=True))
     assert not decision.split and not short.changed
     assert decision.split_time.total_ns > decision.unsplit_time.total_ns * (1 - SPLIT_MARGIN)
     assert decision.split_time.dispatches > decision.unsplit_time.dispatches
@@ -190,13 +191,13 @@ def test_cost_model_keeps_the_unsplit_chain_where_the_split_does_not_pay(tmp_pat
     for info in (long.graph.input[0], long.graph.output[0]):
         info.type.tensor_type.shape.dim[1].dim_value = 4096
     del long.graph.value_info[:]
-    result, decision = fuse_micro_batched(builders.save(long, tmp_path / "long.onnx"), 2, _scorer(), backend())
+    result, decision = fuse_micro_batched(builders.save(long, tmp_path / "long.onnx"), 2, _scorer(), backend(allow_scalar=True))
     assert decision.split and decision.split_time.total_ns < decision.unsplit_time.total_ns * (1 - SPLIT_MARGIN)
     assert result.spec.fused_ops and all(op.source == MICRO_BATCH for op in result.spec.fused_ops)
 
 
 def test_row_padding_is_priced_on_both_sides():
-    _, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend())
+    _, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend(allow_scalar=True))
     # 16 rows fill half of a 32-row HMX tile (padding = matrix time), 8 rows a quarter (3x matrix time)
     assert 0 < decision.unsplit_time.padding_ns < decision.split_time.padding_ns
 
@@ -212,7 +213,7 @@ def test_cli_micro_batches_writes_byte_identical_outputs_and_leaves_input_alone(
     outputs = []
     for name in ("a", "b"):
         code, err = _cli(capsys, "fuse", str(source), "-o", str(tmp_path / f"{name}.onnx"), "--micro-batches", "2",
-                         "--split", "always")
+                         "--split", "always", "--allow-scalar")
         assert code == 0, err
         assert "micro-batches: split into 2" in err and "4 fused nodes" in err  # bias Adds fold into the MatMul tasks
         outputs.append([(tmp_path / f"{name}{ext}").read_bytes() for ext in (".onnx", ".hexfuse.md")])

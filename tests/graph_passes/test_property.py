@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 
 EXAMPLES = int(os.environ.get("HEXFUSE_PROPERTY_EXAMPLES", "150"))
 SIZE = 8  # every tensor is (SIZE, SIZE): any op can read any earlier tensor

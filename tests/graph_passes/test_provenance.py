@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from hexfuse import analyze_model
+from tests.passes import analyze_model
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.names import NameScope
 from tests import builders

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from hexfuse import analyze_model
+from tests.passes import analyze_model
 from hexfuse.cli import main
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.cost.cli import scorer_for

@@ -7,7 +7,7 @@ import json
 import onnx
 import pytest
 
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 from hexfuse.graph_passes import select as select_module
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.errors import HexfuseError

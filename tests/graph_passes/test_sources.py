@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.outputs import analysis_report
 from hexfuse.graph_passes.report import render_report

@@ -10,7 +10,7 @@ from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.candidates import find_candidates, independence_problem
 from hexfuse.graph_passes.engines import Engine
 from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse import analyze_model, fuse_model
+from tests.passes import analyze_model, fuse_model
 from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
 from hexfuse.graph_passes.select import select_groups
 from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusionSpec

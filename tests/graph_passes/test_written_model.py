@@ -7,7 +7,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from hexfuse import fuse_model
+from tests.passes import fuse_model
 from tests import builders
 
 

@@ -202,6 +202,22 @@ def _priority2() -> list[Case]:
                       ["y"], static=("r",), engine="dma"))
     cases.append(Case("Tile_big", [node("Tile", ["x", "r"], ["y"])], {"x": randn(64, 1, 512), "r": np.array([1, 8, 2], np.int64)},
                       ["y"], static=("r",), engine="dma"))
+    # Slice moves contiguous runs when the innermost step is 1 (runs cross tile boundaries: 3-D, odd sizes)
+    sl = randn(3, 9, 37)
+    for name, starts, ends, axes, steps in (
+            ("inner", [2], [33], [2], [1]), ("rows_and_inner", [1, 4], [8, 30], [1, 2], [1, 1]),
+            ("inner_step2", [0], [37], [2], [2]), ("inner_reverse", [-1], [-38], [2], [-1]),
+            ("outer_step3", [0, 5], [9, 9], [1, 2], [3, 1]), ("all_axes_negative", [-2, 1, -30], [3, 8, -1], [0, -2, -1],
+                                                              [1, 2, 1])):
+        consts = {"starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64),
+                  "axes": np.array(axes, np.int64), "steps": np.array(steps, np.int64)}
+        cases.append(Case(f"Slice_{name}", [node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])],
+                          {"x": sl, **consts}, ["y"], static=tuple(consts), engine="dma"))
+    big = {"starts": np.array([1], np.int64), "ends": np.array([128], np.int64), "axes": np.array([2], np.int64)}
+    cases.append(Case("Slice_big_inner_tiles_split_rows", [node("Slice", ["x", "starts", "ends", "axes"], ["y"])],
+                      {"x": randn(37, 61, 129), **big}, ["y"], static=tuple(big), engine="dma"))
+    cases.append(Case("Slice_opset1_attrs", [node("Slice", ["x"], ["y"], starts=[1, 3], ends=[3, 36], axes=[0, 2])],
+                      {"x": sl}, ["y"], opset=9, engine="dma"))
     m = randn(2, 5, 7)
     for upper in (0, 1):
         for k in (-2, 0, 3):

@@ -126,12 +126,17 @@ void slice_any(const void* params, void* const* buffers, int64_t begin, int64_t 
     for (int d = p.rank - 1; d >= 0; --d) { in_strides[d] = s; s *= p.in_dims[d]; }
     const char* in = bytes(buffers, p.in);
     char* out = bytes(buffers, p.out);
+    // With a unit innermost step, each output row continues one contiguous input run: move runs.
+    const int last = p.rank - 1;
+    const bool runs = p.rank > 0 && step[last] == 1;
     Dims c{};
-    for (int64_t i = begin; i < end; ++i) {
+    for (int64_t i = begin; i < end;) {
         unravel(i, p.out_dims, p.rank, &c);
         int64_t off = 0;
         for (int d = 0; d < p.rank; ++d) off += (start[d] + c[d] * step[d]) * in_strides[d];
-        std::memcpy(out + i * p.elem_size, in + off * p.elem_size, static_cast<size_t>(p.elem_size));
+        const int64_t n = runs ? std::min(end - i, p.out_dims[last] - c[last]) : 1;
+        move_bytes(out + i * p.elem_size, in + off * p.elem_size, n * p.elem_size);
+        i += n;
     }
 }
 

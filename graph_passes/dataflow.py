@@ -13,6 +13,7 @@ import onnx
 from onnx import helper
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.subgraphs import node_reads
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Dataflow:
     def consumers(self) -> dict[str, list[int]]:
         result: dict[str, list[int]] = {}
         for index, node in enumerate(self.graph.node):
-            for name in dict.fromkeys(node.input):  # a node reading a tensor twice consumes it once
+            for name in dict.fromkeys(node_reads(node)):  # once per node; subgraphs' outer reads count
                 if name:
                     result.setdefault(name, []).append(index)
         return result

@@ -51,7 +51,7 @@ PLAIN_QNN_DTYPES = {"float32": "QNN_DATATYPE_FLOAT_32", "int32": "QNN_DATATYPE_I
                     "uint8": "QNN_DATATYPE_UINT_8", "int8": "QNN_DATATYPE_INT_8", "uint16": "QNN_DATATYPE_UINT_16",
                     "int16": "QNN_DATATYPE_INT_16", "bool": "QNN_DATATYPE_BOOL_8"}
 
-_DISPLAY_SAFE = re.compile(r"[^A-Za-z0-9 _.:/+=,#()\[\]-]")
+_DISPLAY_SAFE = re.compile(r"[^A-Za-z0-9 _.:/+=,#()\[\]-]+")  # a run of others becomes one '?' (no "??" trigraph)
 _C_SAFE = re.compile(r"[A-Za-z0-9 _.:/+=,#()\[\]-]")
 
 
@@ -59,7 +59,8 @@ def display(text: object, limit: int = 80) -> str:
     """A model-derived string for comments, XML text and Markdown: a fixed safe alphabet, one line.
 
     Nothing that can end a comment, open markup or an escape survives (no newline, backslash, quote,
-    '<', '&', '*', '$', '`', '|', '{', '%'); whatever else was there reads as '?'."""
+    '<', '&', '*', '$', '`', '|', '{', '%'); each run of anything else reads as one '?', so no
+    trigraph ("??/" would be a backslash to some compilers, a -Wtrigraphs error to others) can form."""
     text = _DISPLAY_SAFE.sub("?", str(text))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

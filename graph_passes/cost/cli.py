@@ -44,6 +44,15 @@ def predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> list[OpPred
     return out
 
 
+def cost_report_files(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
+                      out_prefix: Path, plot: bool = False) -> list[tuple[Path, bytes]]:
+    """What ``write_cost_reports`` writes, as (path, bytes), for a caller that writes it with more."""
+    from hexfuse.graph_passes.cost.timeline import report_files
+
+    scorer = _as_scorer(target)
+    return report_files(predictions(fused_ops, scorer), scorer.target, Path(out_prefix), plot)
+
+
 def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
                        out_prefix: Path, plot: bool = False) -> list[Path]:
     """Write ``<out_prefix>.timeline.json`` (Perfetto), and ``<out_prefix>.timeline.png`` when ``plot``;

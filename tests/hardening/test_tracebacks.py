@@ -174,3 +174,40 @@ def test_any_spec_mutation_is_a_package_or_one_line(fused, tmp_path_factory, dat
         assert not (tmp / "pkg").exists()
     else:
         assert (tmp / "pkg" / ".hexfuse-oppkg").is_file()
+
+
+def _hostile_models() -> dict[str, object]:
+    from onnx import TensorProto, helper
+
+    def edit(change):
+        model = builders.two_branch(16)
+        change(model)
+        return model
+
+    return {
+        "attribute of the wrong type": edit(lambda m: m.graph.node[1].attribute[0].CopyFrom(helper.make_attribute("axis", "x"))),
+        "IR version 99": edit(lambda m: setattr(m, "ir_version", 99)),
+        "negative opset": edit(lambda m: setattr(m.opset_import[0], "version", -1)),
+        "no outputs": edit(lambda m: m.graph.ClearField("output")),
+        "string input": edit(lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", TensorProto.STRING)),
+        "initializer shorter than its dims": edit(lambda m: setattr(m.graph.initializer[0], "raw_data", b"abc")),
+        "a fused node without its function": edit(lambda m: (setattr(m.graph.node[0], "domain", "hexfuse"),
+                                                              m.opset_import.append(helper.make_opsetid("hexfuse", 1)))),
+        "external data outside the folder": edit(lambda m: (
+            m.graph.initializer[0].ClearField("raw_data"), setattr(m.graph.initializer[0], "data_location", 1),
+            m.graph.initializer[0].external_data.add(key="location", value="../../etc/passwd"))),
+        "request metadata of the wrong shape": edit(lambda m: m.metadata_props.add(key="hexfuse.requests", value='[["a", 1]]')),
+        "micro-batch metadata of the wrong type": edit(lambda m: m.metadata_props.add(key="hexfuse.micro_batches",
+                                                                                      value='{"count": "2"}')),
+    }
+
+
+@pytest.mark.parametrize("case", list(_hostile_models()))
+def test_hostile_models_are_analysed_or_refused_in_one_line(tmp_path, capsys, case):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(_hostile_models()[case].SerializeToString())
+    for argv in (["analyze", model], ["fuse", model, "-o", tmp_path / "o" / "f.onnx", "--min-gain", "0"]):
+        code, err = run(capsys, *argv)
+        assert code in (0, 1) and "Traceback" not in err, err
+        if code:
+            one_error(err)

@@ -166,9 +166,11 @@ def test_a_malformed_sparse_initializer_is_one_line(tmp_path, capsys):
 
 
 def test_a_static_empty_input_is_not_called_dynamic(tmp_path):
+    """Static, so not dynamic; empty, so nothing to compute (and no kernel could be built for it)."""
     model = builders.two_branch(S)
     for info in (*model.graph.input, *model.graph.output):
         info.type.tensor_type.shape.dim[0].dim_value = 0
     result = analyze_model(builders.save(model, tmp_path / "m.onnx"), ANY_GAIN)
     reasons = [u.blocker or "" for u in result.analysis.units.units] + list(result.selection.reasons.values())
     assert not any("dynamic" in r or "no static shape" in r for r in reasons)
+    assert any("is empty (a 0 dimension)" in r for r in reasons) and not result.fused_ops

@@ -73,7 +73,10 @@ def verify_result(result: FuseResult, seed: int = 0) -> Verification:
         tensor = flat.ids.get(name)
         return flat.type_source.get(tensor) if tensor is not None else None
 
-    verification = verify(analyzed.loaded.self_contained(), analyzed.prepared, result.model_bytes, representatives,
+    loaded = analyzed.loaded
+    # Only an upgraded model runs the file itself; ONNX Runtime given bytes must get the data inline.
+    file_bytes = loaded.self_contained() if loaded.upgraded_from is not None else loaded.raw
+    verification = verify(file_bytes, analyzed.prepared, result.model_bytes, representatives,
                           {node.node_name: list(node.nodes) for node in analyzed.fused_nodes}, copies, types,
                           analyzed.loaded.upgraded_from is not None, seed)
     worst = verification.worst

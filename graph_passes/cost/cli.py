@@ -17,7 +17,7 @@ from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
 from hexfuse.graph_passes.cost.timeline import OpPrediction
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import refuse_overwrite, write_atomic
 from hexfuse.graph_passes.spec import FusedOp
 
 
@@ -91,6 +91,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.cost.calibrate import fit_profile, simulator_evidence
 
+    read = [(Path(args.profile), "the profile"), (Path(args.model), "the model"), (Path(args.target), "the base target")]
+    refuse_overwrite([Path(args.output)], [(path, what) for path, what in read if path.exists()])
     base = load_target(args.target)
     simulated = simulator_evidence(args.profile)
     if simulated and not args.allow_simulator:

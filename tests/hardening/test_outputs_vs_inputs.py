@@ -99,3 +99,16 @@ def test_copies_of_external_data_models_are_self_contained(tmp_path, capsys, mod
     want = ort.InferenceSession(str(source)).run(None, feeds)
     got = ort.InferenceSession(out.read_bytes()).run(None, feeds)  # bytes: no folder to find data in
     assert all(np.allclose(w, g, rtol=1e-5, atol=1e-6) for w, g in zip(want, got))
+
+
+@pytest.mark.parametrize("which", ["profile", "model", "target"])
+def test_calibrate_never_overwrites_what_it_reads(tmp_path, capsys, which):
+    files = {"profile": tmp_path / "p.csv", "model": tmp_path / "m.onnx", "target": tmp_path / "t.json"}
+    files["profile"].write_text("Event Identifier,Value\n")
+    files["model"].write_bytes(builders.two_branch(16).SerializeToString())
+    files["target"].write_text("{}")
+    before = snapshot(tmp_path)
+    code, err = run(capsys, "calibrate", files["profile"], "--model", files["model"], "--target", files["target"],
+                    "-o", files[which])
+    assert code == 1 and f"refusing to overwrite the {'base target' if which == 'target' else which}" in one_error(err)
+    assert snapshot(tmp_path) == before

@@ -13,6 +13,7 @@ import onnx
 from onnx import helper
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.subgraphs import node_reads
 
 
 OVERRIDABLE_INITIALIZERS_IR = 4  # from this IR on, an initializer listed as a graph input is overridable
@@ -57,7 +58,7 @@ class Dataflow:
     def consumers(self) -> dict[str, list[int]]:
         result: dict[str, list[int]] = {}
         for index, node in enumerate(self.graph.node):
-            for name in dict.fromkeys(node.input):  # a node reading a tensor twice consumes it once
+            for name in dict.fromkeys(node_reads(node)):  # once per node; subgraphs' outer reads count
                 if name:
                     result.setdefault(name, []).append(index)
         return result

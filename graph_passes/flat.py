@@ -1,6 +1,8 @@
 """The graph the pass edits as flat integer arrays, built in one walk over the protobuf.
 
-    nodes    op_types[i], domains[i], inputs[i] / outputs[i] (tensor ids; -1 = omitted optional input)
+    nodes    op_types[i], domains[i], inputs[i] / outputs[i] (tensor ids; -1 = omitted optional input);
+             a node with subgraphs (If/Loop/Scan) lists the outer tensors they read after its own
+             inputs (subgraphs.py): ``explicit[i]`` is the number of inputs the NodeProto itself has
     tensors  names[t], ids[name], producer[t] (node or -1), consumers[t] (nodes, each once, in order),
              type_of[t] (index into types, -1 unknown), static[t], initializer[t]
     types    TensorType per distinct TypeProto: a 100k-node LM has ~10 distinct types, so shapes and
@@ -22,12 +24,14 @@ import onnx
 from onnx import helper
 
 from hexfuse.graph_passes.dataflow import overridable_initializers
+from hexfuse.graph_passes.subgraphs import has_subgraph, outer_reads
 
 ONNX_DOMAINS = ("", "ai.onnx")
 # Never folded: random ops give a new value on every run; ONNX Runtime keeps DequantizeLinear of a
-# weight so QDQ-aware EPs (QNN) still see the quantized weight (qdq_boundary.py folds it into the port).
+# weight so QDQ-aware EPs (QNN) still see the quantized weight (qdq_boundary.py folds it into the port);
+# control flow is not folded either.
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                         "Bernoulli", "DequantizeLinear"})
+                         "Bernoulli", "DequantizeLinear", "If", "Loop", "Scan"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class FlatGraph:
     graph_inputs: frozenset[int]
     graph_outputs: frozenset[int]
     type_source: dict[int, onnx.ValueInfoProto] = field(repr=False)  # tensor -> inferred ValueInfoProto
+    explicit: dict[int, int] = field(default_factory=dict)  # node with outer-scope reads -> its own input count
     _values: dict[int, np.ndarray | None] = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -126,10 +131,17 @@ class FlatGraph:
                 row.append(index)
             return tuple(row)
 
+        explicit: dict[int, int] = {}
         for node in graph.node:
             op_types.append(node.op_type)
             domains.append(node.domain)
-            inputs.append(port_ids(node.input))
+            ins = port_ids(node.input)
+            if has_subgraph(node):  # rare: control flow only
+                reads = outer_reads(node)
+                if reads:
+                    explicit[len(inputs)] = len(ins)
+                    ins += port_ids(reads)
+            inputs.append(ins)
             outputs.append(port_ids(node.output))
         for info in graph.output:
             intern(info.name)
@@ -163,7 +175,7 @@ class FlatGraph:
                     copy.name = alias
                     source[ids[alias]] = copy
         return FlatGraph(model, op_types, domains, inputs, outputs, names, ids, producer, consumers, type_of,
-                         types, static, initializer, graph_inputs, graph_outputs, source)
+                         types, static, initializer, graph_inputs, graph_outputs, source, explicit)
 
     # -- lookups ---------------------------------------------------------------------------------
     @property

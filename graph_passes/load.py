@@ -17,9 +17,11 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import version_converter
+from onnx import external_data_helper, version_converter
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.sparse import densify_sparse_initializers
+from hexfuse.graph_passes.subgraphs import node_reads
 from hexfuse.graph_passes.toposort import topological_order
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
@@ -38,6 +40,16 @@ class LoadedModel:
     upgraded_from: int | None  # original default-domain opset when the pass upgraded it
     file: onnx.GraphProto | None = None  # the file's own graph, before upgrade and sort (labels)
     origin: tuple[int, ...] | None = None  # node of ``model`` -> index in ``file`` (-1: added by the upgrade); None: same
+    external: tuple[Path, ...] = ()  # the external-data files the model reads (resolved), in file order
+    densified: tuple[str, ...] = ()  # sparse initializers the pass reads as dense ones (sparse.py)
+
+    def self_contained(self) -> bytes:
+        """The file's model as bytes any reader can load alone: ``raw`` itself, or, where it keeps
+        weights in external files, the same model with that data inlined (ONNX Runtime given bytes
+        cannot find files; a copy written elsewhere would point nowhere)."""
+        if not self.external:
+            return self.raw
+        return _parse(self.path, self.raw)[0].SerializeToString()  # onnx marks loaded tensors as inline
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -58,7 +70,18 @@ def _read(path: Path) -> bytes:
         raise HexfuseError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _parse(path: Path, raw: bytes) -> onnx.ModelProto:
+def _external_files(path: Path, model: onnx.ModelProto) -> tuple[Path, ...]:
+    files: dict[Path, None] = {}
+    for tensor in external_data_helper._get_all_tensors(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+            if location:
+                files[(path.parent / location).resolve()] = None
+    return tuple(files)
+
+
+def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
+    """The model with its external data loaded, and the external-data files it read."""
     model = onnx.ModelProto()
     try:
         model.ParseFromString(raw)
@@ -69,12 +92,14 @@ def _parse(path: Path, raw: bytes) -> onnx.ModelProto:
         raise HexfuseError(f"{path}: not an ONNX model (no ir_version, graph or opset_import)")
     # Every external tensor names its file under the key "location": without that string in the file
     # there is nothing to load, and walking every node's attributes to find out costs 0.3 s at 1e5 nodes.
+    external: tuple[Path, ...] = ()
     if b"location" in raw:
+        external = _external_files(path, model)
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
             raise HexfuseError(f"{path}: cannot load external data: {_first_line(exc)}") from None
-    return model
+    return model, external
 
 
 def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int | None, list[int] | None]:
@@ -129,11 +154,13 @@ def _sorted(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[i
 
 
 def _check_defined(graph: onnx.GraphProto) -> None:
-    """Name the first tensor nobody defines (the checker's own message blames the sort order)."""
+    """Name the first tensor nobody defines (the checker's own message blames the sort order);
+    subgraphs' reads of the outer scope count (subgraphs.py)."""
     defined = {info.name for info in graph.input} | {init.name for init in graph.initializer}
+    defined.update(init.values.name for init in graph.sparse_initializer)
     defined.update(name for node in graph.node for name in node.output)
     for node in graph.node:
-        for name in node.input:
+        for name in node_reads(node):
             if name and name not in defined:
                 raise HexfuseError(f"node {node.name or node.op_type!r} reads {name!r}, which no node, input or initializer defines")
 
@@ -146,7 +173,8 @@ def _first_line(exc: Exception) -> str:
 def load_model(path: str | Path) -> LoadedModel:
     path = Path(path)
     raw = _read(path)
-    model = _parse(path, raw)
+    model, external = _parse(path, raw)
+    densified = densify_sparse_initializers(path, model)
     if model.ByteSize() > PROTOBUF_LIMIT:
         raise HexfuseError(
             f"{path}: model with its external data is {model.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB "
@@ -156,7 +184,7 @@ def load_model(path: str | Path) -> LoadedModel:
     model, upgraded_from, origin = _upgrade(path, model)
     # The file's own bytes where they are the model (no external data, no upgrade): the checker and
     # shape inference parse bytes in C++ anyway, and serializing the model again costs as much.
-    exact = raw if upgraded_from is None and b"location" not in raw else None
+    exact = raw if upgraded_from is None and b"location" not in raw and not densified else None
     try:
         onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
@@ -179,4 +207,4 @@ def load_model(path: str | Path) -> LoadedModel:
     except Exception as exc:  # InferenceError and C++ errors surface under several types
         raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
-                       tuple(origin) if origin is not None else None)
+                       tuple(origin) if origin is not None else None, external, densified)

@@ -58,6 +58,7 @@ class Merged:
     mapping: dict  # what ``hexfuse merge`` writes beside the model (original name -> merged name)
     shared_initializers: int
     shared_bytes: int  # bytes stored once instead of twice
+    inputs: tuple[LoadedModel, ...] = ()  # the two models as read (what the writer must not overwrite)
 
 
 def default_names(path_a: Path, path_b: Path) -> tuple[str, str]:
@@ -200,7 +201,7 @@ def merge_models(path_a: str | Path, path_b: str | Path, names: tuple[str, str] 
     entry = model.metadata_props.add()
     entry.key, entry.value = REQUESTS_KEY, json.dumps([[r.name, r.prefix] for r in requests])
     _check_merged(model, requests)
-    return Merged(model, _mapping(requests, model), shared, saved)
+    return Merged(model, _mapping(requests, model), shared, saved, tuple(r.loaded for r in requests))
 
 
 def _without_functions(model: onnx.ModelProto) -> onnx.ModelProto:

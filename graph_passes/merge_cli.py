@@ -1,7 +1,7 @@
 """``hexfuse merge A.onnx B.onnx -o AB.onnx``: two requests in one graph (graph_passes.merge).
 
-Writes AB.onnx and AB.merge.json (original input/output names -> merged names, per request), each
-atomically; never touches A or B.
+Writes AB.onnx and AB.merge.json (original input/output names -> merged names, per request), both or
+neither (io.write_files); never over A, B, their external data or the files beside them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import refuse_overwrite, write_files
 
 
 def mapping_path(model_path: Path) -> Path:
@@ -39,14 +39,18 @@ def run(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise HexfuseError(f"{out}: is a directory, expected an output .onnx path")
     merged = merge_models(args.model_a, args.model_b, tuple(args.names) if args.names else None)
+    from hexfuse.graph_passes.pipeline import protected_files
+
+    mapping = {"model": out.name, **merged.mapping, "shared_initializers": merged.shared_initializers,
+               "shared_bytes": merged.shared_bytes}
+    files = [(out, merged.model.SerializeToString()),
+             (mapping_path(out), (json.dumps(mapping, indent=1, sort_keys=True) + "\n").encode())]
+    refuse_overwrite([path for path, _ in files], [kept for loaded in merged.inputs for kept in protected_files(loaded)])
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HexfuseError(f"{out}: cannot create output directory: {exc.strerror}") from None
-    write_atomic(out, merged.model.SerializeToString())
-    mapping = {"model": out.name, **merged.mapping, "shared_initializers": merged.shared_initializers,
-               "shared_bytes": merged.shared_bytes}
-    write_atomic(mapping_path(out), (json.dumps(mapping, indent=1, sort_keys=True) + "\n").encode())
+    write_files(files)
     names = " and ".join(f"{r['model']} ({r['name']}/)" for r in merged.mapping["requests"])
     print(f"hexfuse: merged {names} into {out}: {len(merged.model.graph.node)} nodes, "
           f"{merged.shared_initializers} initializers stored once ({merged.shared_bytes / 1024:.0f} KiB saved); "

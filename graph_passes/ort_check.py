@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,25 +29,56 @@ class OutputDiff:
         return self.max_rel <= RELATIVE_TOLERANCE
 
 
+MAX_INPUT_BYTES = 2**30  # seeded inputs verification makes, in all; beyond that it says so instead of trying
+
+
+def _cannot(name: str, why: str) -> HexfuseError:
+    return HexfuseError(f"verification cannot generate input {name!r}: {why} (--no-verify skips verification)")
+
+
+def _input_plan(info: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
+    """(dims, dtype) of a graph input seeded inputs can be made for, or why not."""
+    kind = info.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise _cannot(info.name, f"its type is {kind.replace('_type', '') if kind else 'not set'}, not a tensor")
+    tensor_type = info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        raise _cannot(info.name, "its shape is unknown")
+    dims = []
+    for axis, dim in enumerate(tensor_type.shape.dim):
+        if not dim.HasField("dim_value"):
+            raise _cannot(info.name, f"dimension {axis} is dynamic ({dim.dim_param or 'unknown'!r})")
+        if dim.dim_value < 0:
+            raise _cannot(info.name, f"dimension {axis} is negative ({dim.dim_value})")
+        dims.append(dim.dim_value)  # 0 is a static, empty dimension
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+    except (KeyError, TypeError, ValueError):
+        raise _cannot(info.name, f"element type {tensor_type.elem_type} has no numpy type") from None
+    if dtype.kind not in "biuf" and dtype.name not in ("bfloat16",):
+        raise _cannot(info.name, f"element type {dtype.name} is not a number")
+    size = math.prod(dims) * dtype.itemsize
+    if size > MAX_INPUT_BYTES:
+        raise _cannot(info.name, f"{size / 2**30:.3g} GiB is more than verification feeds a model ({MAX_INPUT_BYTES / 2**30:.0f} GiB)")
+    return dims, dtype
+
+
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input that is not an initializer."""
+    """Seeded inputs for every graph input that is not an initializer; one error line naming an
+    input it cannot make (not a tensor, dynamic or huge shape, no numeric type)."""
     rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
+    plans = [(info.name, _input_plan(info)) for info in model.graph.input if info.name not in initializers]
+    if sum(math.prod(dims) * dtype.itemsize for _, (dims, dtype) in plans) > MAX_INPUT_BYTES:
+        raise _cannot(plans[0][0], f"all inputs together are more than {MAX_INPUT_BYTES / 2**30:.0f} GiB")
     feeds = {}
-    for info in model.graph.input:
-        if info.name in initializers:
-            continue
-        tensor_type = info.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor_type.shape.dim]
-        if any(d <= 0 for d in dims):
-            raise HexfuseError(f"input {info.name!r} has a dynamic shape; cannot make random inputs for it")
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+    for name, (dims, dtype) in plans:
         if dtype == np.bool_:
-            feeds[info.name] = np.asarray(rng.random(dims) < 0.5)  # a 0-d draw is a numpy scalar
+            feeds[name] = np.asarray(rng.random(dims) < 0.5)  # a 0-d draw is a numpy scalar
         elif np.issubdtype(dtype, np.integer):
-            feeds[info.name] = rng.integers(0, 8, size=dims).astype(dtype)  # small: valid ids and indices
+            feeds[name] = rng.integers(0, 8, size=dims).astype(dtype)  # small: valid ids and indices
         else:
-            feeds[info.name] = rng.standard_normal(dims).astype(dtype)
+            feeds[name] = rng.standard_normal(dims).astype(dtype)
     return feeds
 
 
@@ -77,14 +109,22 @@ def run(model_bytes: bytes, feeds: dict[str, np.ndarray], level: str = "default"
 
 
 def diff(name: str, want: np.ndarray, got: np.ndarray) -> OutputDiff:
+    """Max absolute and relative difference; NaN equals NaN and an infinity the same infinity (a Log
+    or Sqrt branch on random inputs gives them in both models), anything else beside them differs."""
     want, got = np.asarray(want), np.asarray(got)
     if want.shape != got.shape or want.dtype != got.dtype:
         return OutputDiff(name, float("inf"), float("inf"))
     if want.dtype.kind not in "fc":
         differ = float(np.count_nonzero(want != got))
         return OutputDiff(name, differ, differ)
-    error = np.abs(want.astype(np.float64) - got.astype(np.float64))
-    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
+    want, got = want.astype(np.complex128 if want.dtype.kind == "c" else np.float64), got.astype(
+        np.complex128 if got.dtype.kind == "c" else np.float64)
+    same = (want == got) | (np.isnan(want) & np.isnan(got))  # equal infinities compare equal already
+    finite = np.isfinite(want) & np.isfinite(got)
+    if not np.all(same | finite):
+        return OutputDiff(name, float("inf"), float("inf"))  # NaN against a number, or inf against another value
+    error = np.abs(np.where(same, 0.0, want) - np.where(same, 0.0, got))  # no inf - inf
+    scale = max(float(np.max(np.abs(want[np.isfinite(want)]))) if np.isfinite(want).any() else 0.0, 1e-30)
     max_abs = float(np.max(error)) if error.size else 0.0
     return OutputDiff(name, max_abs, max_abs / scale)
 

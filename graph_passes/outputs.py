@@ -2,7 +2,7 @@
 
     fuse     verify (verify.py) ─> nothing written on a failure
              ─> OUT.onnx, OUT.hexfuse.json (spec), OUT.hexfuse.md (report), OUT.timeline.json (Perfetto),
-                OUT.timeline.png only with ``plot``; each file atomic
+                OUT.timeline.png only with ``plot``; all of them or none (pipeline.write_outputs)
     analyze  the report's data (report.py): Markdown, or the same dict as JSON
 
 The cost summary and the timelines need the cost model's scorer; with another scorer (tests use the
@@ -18,7 +18,10 @@ from typing import Any
 
 from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.pipeline import AnalyzeResult, FuseResult, write_outputs
+from hexfuse.graph_passes.io import refuse_overwrite
+from hexfuse.graph_passes.pipeline import (
+    AnalyzeResult, FuseResult, protected_files, report_path, spec_path, write_outputs,
+)
 from hexfuse.graph_passes.report import render_report, report_data
 from hexfuse.graph_passes.verify import Verification, verify
 
@@ -70,7 +73,10 @@ def verify_result(result: FuseResult, seed: int = 0) -> Verification:
         tensor = flat.ids.get(name)
         return flat.type_source.get(tensor) if tensor is not None else None
 
-    verification = verify(analyzed.loaded.raw, analyzed.prepared, result.model_bytes, representatives,
+    loaded = analyzed.loaded
+    # Only an upgraded model runs the file itself; ONNX Runtime given bytes must get the data inline.
+    file_bytes = loaded.self_contained() if loaded.upgraded_from is not None else loaded.raw
+    verification = verify(file_bytes, analyzed.prepared, result.model_bytes, representatives,
                           {node.node_name: list(node.nodes) for node in analyzed.fused_nodes}, copies, types,
                           analyzed.loaded.upgraded_from is not None, seed)
     worst = verification.worst
@@ -80,20 +86,29 @@ def verify_result(result: FuseResult, seed: int = 0) -> Verification:
     return verification
 
 
+def check_outputs(result: FuseResult, out: Path, scorer: Scorer, plot: bool = False) -> None:
+    """Refuse (one line) an output path that would write over the input, its data or its sidecars."""
+    planned = [out, spec_path(out), report_path(out)]
+    if result.analyzed.fused_ops and _cost_scorer(scorer) is not None:
+        planned += [out.with_name(out.stem + ".timeline.json"), *([out.with_name(out.stem + ".timeline.png")] * plot)]
+    refuse_overwrite(planned, protected_files(result.analyzed.loaded))
+
+
 def write_fused(result: FuseResult, out: Path, scorer: Scorer, check: bool = True, plot: bool = False,
                 extra_markdown: str = "") -> Written:
     """Verify (``check``), then write every output; the input is never touched. ``extra_markdown`` is
     appended to the report (e.g. the micro-batch decision)."""
     out = Path(out)
+    check_outputs(result, out, scorer, plot)  # before the verification's minutes
     verification = verify_result(result) if check and result.changed else None
     data = analysis_report(result.analyzed, scorer, f"fusion of {result.analyzed.loaded.path.name}", verification,
                            every_task=False)  # the Markdown names reason kinds, not every task
     data["written_model"] = list(result.model_changes)
-    write_outputs(result, out, render_report(data) + extra_markdown)
-    paths = [out, out.with_suffix(".hexfuse.json"), out.with_suffix(".hexfuse.md")]
+    extra = []
     cost = _cost_scorer(scorer)
     if result.analyzed.fused_ops and cost is not None:
-        from hexfuse.graph_passes.cost.cli import write_cost_reports
+        from hexfuse.graph_passes.cost.cli import cost_report_files
 
-        paths += write_cost_reports(result.analyzed.fused_ops, cost, out.with_suffix(""), plot)
+        extra = cost_report_files(result.analyzed.fused_ops, cost, out.with_suffix(""), plot)
+    paths = write_outputs(result, out, render_report(data) + extra_markdown, extra)
     return Written(paths, verification, data)

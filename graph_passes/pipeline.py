@@ -2,7 +2,11 @@
 
     analyze_model(path)  what could be fused and why (no model written)
     fuse_model(path)     the fused model, its fusion spec and a human report, in memory
-    write_outputs(...)   model + ``.hexfuse.json`` spec + ``.hexfuse.md`` report, each written atomically
+    write_outputs(...)   model + ``.hexfuse.json`` spec + ``.hexfuse.md`` report (+ timelines), all or
+                         none (io.py); never over the input, its external data or its sidecars
+
+An already fused model is written back unchanged with the spec found beside it (checked to describe
+it: a stale spec is an error), so `hexfuse oppkg` works on the copy too.
 
 Groups identical up to renaming (structure.py) share one op type: ``fused_ops`` holds one spec per op
 type, ``fused_nodes`` one entry per fused group.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -25,7 +30,7 @@ from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.candidates import find_candidates
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.flat import FlatGraph
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import refuse_overwrite, write_files
 from hexfuse.graph_passes.labels import NodeLabels
 from hexfuse.graph_passes.load import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
 from hexfuse.graph_passes.names import NameScope
@@ -33,7 +38,8 @@ from hexfuse.graph_passes.qdq import dequantize_copies
 from hexfuse.graph_passes.rewrite import Call, rewrite_groups, written_changes
 from hexfuse.graph_passes.select import Group, Selection, select_groups
 from hexfuse.graph_passes.sources import Sources
-from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec
+from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec, load_spec
+from hexfuse.graph_passes.spec_check import check_spec_describes
 from hexfuse.graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
 
 
@@ -84,6 +90,22 @@ def spec_path(model_path: Path) -> Path:
 
 def report_path(model_path: Path) -> Path:
     return model_path.with_suffix(".hexfuse.md")
+
+
+# Files hexfuse writes beside a model (fuse: spec, report, timelines; merge: the name mapping): the
+# sidecars of an input are as much the user's data as the input itself.
+SIDECARS = (".hexfuse.json", ".hexfuse.md", ".timeline.json", ".timeline.png", ".merge.json")
+
+
+def sidecars(model_path: Path) -> list[Path]:
+    stem = model_path.with_suffix("")
+    return [stem.with_name(stem.name + suffix) for suffix in SIDECARS]
+
+
+def protected_files(loaded: LoadedModel) -> list[tuple[Path, str]]:
+    """What a run reading ``loaded`` must never write over: the file, its external data, its sidecars."""
+    return [(loaded.path, "the input model"), *((data, "the input's external data") for data in loaded.external),
+            *((side, "a file beside the input model") for side in sidecars(loaded.path))]
 
 
 def _is_fused(model: onnx.ModelProto) -> bool:
@@ -205,9 +227,12 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
     target = _target_name(scorer)
     analyzed = analyze_model(path, scorer, backend)
     loaded = analyzed.loaded
+    if analyzed.already_fused:
+        spec = _carried_spec(loaded) or FusionSpec(loaded.path.name, loaded.sha256, target, ())
+        return FuseResult(analyzed, loaded.self_contained(), spec, changed=False)
     if not analyzed.fused_ops:
         spec = FusionSpec(loaded.path.name, loaded.sha256, target, ())
-        return FuseResult(analyzed, loaded.raw, spec, changed=False)
+        return FuseResult(analyzed, loaded.self_contained(), spec, changed=False)
     mark = time.process_time()
     calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
     fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flat, analyzed.fused_ops, calls)
@@ -229,7 +254,22 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
     spec = FusionSpec(loaded.path.name, loaded.sha256, target, tuple(analyzed.fused_ops))
     changes = written_changes(loaded.model, fused, loaded.upgraded_from,
                               len(analyzed.prepared.graph.node) - len(loaded.model.graph.node))
+    if loaded.densified:
+        changes += (f"{len(loaded.densified)} sparse initializers stored dense (the pass reads them dense)",)
+    if loaded.external:
+        changes += (f"weights from {len(loaded.external)} external-data files stored in the model",)
     return FuseResult(analyzed, model_bytes, spec, changed=True, model_changes=changes)
+
+
+def _carried_spec(loaded: LoadedModel) -> FusionSpec | None:
+    """The spec beside an already fused model, checked to describe it; None where there is none
+    (the copy then gets a spec without fused ops, and `hexfuse oppkg` says it does not describe it)."""
+    beside = spec_path(loaded.path)
+    if not beside.is_file():
+        return None
+    spec = load_spec(str(beside))
+    check_spec_describes(loaded.path, loaded.raw, spec, beside)
+    return spec
 
 
 def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, calls: list[Call]) -> onnx.ModelProto:
@@ -260,18 +300,21 @@ def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, calls: list[Call]) -> on
     return model
 
 
-def write_outputs(result: FuseResult, out: Path, report_text: str) -> None:
-    """Write the model, then its spec and report; each file appears whole or not at all."""
+def write_outputs(result: FuseResult, out: Path, report_text: str,
+                  extra: list[tuple[Path, bytes]] | None = None) -> list[Path]:
+    """Write the model, its spec (with the model's hash), its report and ``extra`` files: all or none
+    (io.write_files), none of them over a file the run reads. Returns the paths written."""
+    out = Path(out)
     if out.exists() and out.is_dir():
         raise HexfuseError(f"{out}: is a directory, expected an output .onnx path")
-    if out.resolve() == result.analyzed.loaded.path.resolve():
-        raise HexfuseError(f"{out}: refusing to overwrite the input model")
     spec = result.spec
-    spec = FusionSpec(out.name, spec.source_sha256, spec.target, spec.fused_ops)
+    spec = replace(spec, model=out.name, model_sha256=hashlib.sha256(result.model_bytes).hexdigest())
+    files = [(out, result.model_bytes), (spec_path(out), spec.to_json().encode()),
+             (report_path(out), report_text.encode()), *(extra or [])]
+    refuse_overwrite([path for path, _ in files], protected_files(result.analyzed.loaded))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise HexfuseError(f"{out}: cannot create output directory: {exc.strerror}") from None
-    write_atomic(out, result.model_bytes)
-    write_atomic(spec_path(out), spec.to_json().encode())
-    write_atomic(report_path(out), report_text.encode())
+    write_files(files)
+    return [path for path, _ in files]

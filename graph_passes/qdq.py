@@ -31,7 +31,13 @@ class Duplicated:
 
 
 def _edges(flat: FlatGraph, tensor: int) -> list[tuple[int, int]]:
-    return [(user, slot) for user in flat.consumers[tensor] for slot, name in enumerate(flat.inputs[user]) if name == tensor]
+    """Input edges reading ``tensor``; a subgraph's outer-scope read counts as an edge (slot -1: it
+    cannot be rewired, so it keeps the original DQ)."""
+    edges = []
+    for user in flat.consumers[tensor]:
+        own = flat.explicit.get(user, len(flat.inputs[user]))
+        edges += [(user, slot if slot < own else -1) for slot, name in enumerate(flat.inputs[user]) if name == tensor]
+    return edges
 
 
 def dequantize_copies(model: onnx.ModelProto, flat: FlatGraph | None = None) -> Duplicated:
@@ -56,7 +62,9 @@ def dequantize_copies(model: onnx.ModelProto, flat: FlatGraph | None = None) -> 
         out = flat.outputs[index][0]
         edges = _edges(flat, out)
         keep_first = out not in flat.graph_outputs  # a graph output keeps the original DQ
-        for node_index, slot in edges[1:] if keep_first else edges:
+        kept = next((k for k, (_, slot) in enumerate(edges) if slot < 0), 0)  # an outer-scope read keeps it too
+        rewired = [edge for k, edge in enumerate(edges) if edge[1] >= 0 and (k != kept or not keep_first)]
+        for node_index, slot in rewired:
             copy = onnx.NodeProto()
             copy.CopyFrom(dq)
             copy.name = names.fresh(f"{dq.name or 'DequantizeLinear'}_hexfuse_dup")

@@ -42,7 +42,7 @@ def _metadata(model: onnx.ModelProto, key: str):
         if entry.key == key:
             try:
                 return json.loads(entry.value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 return None
     return None
 
@@ -81,10 +81,13 @@ def _components(analysis: Analysis) -> list[str]:
 class Sources:
     def __init__(self, model: onnx.ModelProto, analysis: Analysis) -> None:
         self.analysis = analysis
-        requests = _metadata(model, REQUESTS_KEY)
-        self.prefixes: list[tuple[str, str]] = [tuple(pair) for pair in requests] if isinstance(requests, list) else []
+        requests = _metadata(model, REQUESTS_KEY)  # metadata is the file's: only well-formed entries count
+        self.prefixes: list[tuple[str, str]] = [
+            (pair[0], pair[1]) for pair in (requests if isinstance(requests, list) else [])
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) for v in pair)]
         micro = _metadata(model, MICRO_BATCHES_KEY)
-        self.micro_batches = int(micro.get("count", 0)) if isinstance(micro, dict) else 0
+        count = micro.get("count", 0) if isinstance(micro, dict) else 0
+        self.micro_batches = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
         self._components: list[str] | None = None
 
     def node_part(self, index: int) -> Part:

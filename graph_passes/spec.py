@@ -14,10 +14,13 @@ execution order, each tensor with its dtype, static shape and quantization param
 Fused groups identical up to renaming share one op type: the FusedOp describes the first of them
 (its tensor and node names), and every instance passes its own tensors in the same positions.
 
-Everything is a frozen dataclass; ``to_json``/``from_json`` round-trip exactly. Bump
+Everything is a frozen dataclass; ``to_json``/``from_json`` round-trip exactly, and ``from_json``
+reads strictly (spec_read.py: every field typed, attributes as ONNX types them). Bump
 ``SCHEMA_VERSION`` on any incompatible change. Version 2 added ``FusedOp.instances``; version 3 put
-the boundary DQ/Q of quantized groups outside the fused node (``TensorSpec.wire``). Older specs still
-load: ``instances = (node_name,)``, no wire encodings.
+the boundary DQ/Q of quantized groups outside the fused node (``TensorSpec.wire``); version 4 added
+``model_sha256``, the hash of the fused model file the spec describes, which `hexfuse oppkg` checks
+so that a model and a spec of two different runs never build a package together. Older specs still
+load: ``instances = (node_name,)``, no wire encodings, no model hash (``""``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 FUSED_DOMAIN = "hexfuse"
 SERIAL_ATTRIBUTE = "serial"  # int attribute on every fused node: 1 = internal-serial (barrier) mode
 
@@ -111,6 +114,7 @@ class FusionSpec:
     fused_ops: tuple[FusedOp, ...]
     schema_version: int = SCHEMA_VERSION
     domain: str = FUSED_DOMAIN
+    model_sha256: str = ""  # hash of the fused model file (schema 4); "" in older specs and before writing
 
     def to_json(self) -> str:
         # Compact, by the C encoder: indenting a spec of thousands of nodes cost seconds.
@@ -122,15 +126,16 @@ class FusionSpec:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise HexfuseError(f"fusion spec is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict) or raw.get("schema_version") not in READABLE_VERSIONS:
-            version = raw.get("schema_version") if isinstance(raw, dict) else None
+        except RecursionError:
+            raise HexfuseError("fusion spec is not valid JSON: nested too deeply") from None
+        version = raw.get("schema_version") if isinstance(raw, dict) else None
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise HexfuseError(
                 f"fusion spec schema_version {version!r} is not supported (expected one of {READABLE_VERSIONS})"
             )
-        try:
-            return _fusion_spec_from_dict(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise HexfuseError(f"fusion spec is malformed: {exc!r}") from None
+        from hexfuse.graph_passes.spec_read import spec_from_dict  # builds on the dataclasses here
+
+        return spec_from_dict(raw, version)
 
 
 def _plain(value: Any) -> Any:
@@ -161,53 +166,15 @@ def structure_key(task: TaskSpec, tensor: Callable[[str], TensorSpec | None]) ->
     return (task.engine, nodes, tuple(map(signature, task.inputs)), tuple(map(signature, task.outputs)))
 
 
-def _quant(raw: dict[str, Any] | None) -> QuantSpec | None:
-    if raw is None:
-        return None
-    return QuantSpec(raw["dtype"], tuple(raw["scale"]), tuple(raw["zero_point"]), raw.get("axis"))
-
-
-def _tensor(raw: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(raw["name"], raw["dtype"], tuple(raw["shape"]), raw["static"], _quant(raw["quant"]),
-                      _quant(raw.get("wire")))  # schema < 3: no port folded a boundary DQ/Q
-
-
-def _attribute(value: Any) -> AttributeValue:
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _node(raw: dict[str, Any]) -> NodeSpec:
-    attributes = {key: _attribute(value) for key, value in raw["attributes"].items()}
-    return NodeSpec(raw["name"], raw["op_type"], raw["domain"], tuple(raw["inputs"]), tuple(raw["outputs"]), attributes)
-
-
-def _task(raw: dict[str, Any]) -> TaskSpec:
-    return TaskSpec(
-        raw["id"], raw["engine"], tuple(_node(n) for n in raw["nodes"]), tuple(raw["inputs"]),
-        tuple(raw["outputs"]), raw["macs"], raw["elements"], raw["bytes_moved"],
-    )
-
-
-def _fused_op(raw: dict[str, Any]) -> FusedOp:
-    return FusedOp(
-        raw["op_type"], raw["node_name"], tuple(_tensor(t) for t in raw["inputs"]),
-        tuple(_tensor(t) for t in raw["outputs"]), tuple(_task(t) for t in raw["tasks"]),
-        tuple(_tensor(t) for t in raw["tensors"]), raw["rule"], raw["predicted_gain"],
-        raw.get("source", "branch"),  # specs written before the field existed hold branch groups only
-        tuple(raw.get("instances") or (raw["node_name"],)),  # schema 1: one fused node per op type
-    )
-
-
-def _fusion_spec_from_dict(raw: dict[str, Any]) -> FusionSpec:
-    return FusionSpec(
-        raw["model"], raw["source_sha256"], raw["target"], tuple(_fused_op(op) for op in raw["fused_ops"]),
-        SCHEMA_VERSION, raw["domain"],  # read as the current version: schema 1 differs only by instances
-    )
-
-
 def load_spec(path: str) -> FusionSpec:
     try:
         with open(path, encoding="utf-8") as handle:
-            return FusionSpec.from_json(handle.read())
+            text = handle.read()
     except OSError as exc:
         raise HexfuseError(f"cannot read fusion spec {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise HexfuseError(f"fusion spec {path} is not UTF-8 text") from None
+    try:
+        return FusionSpec.from_json(text)
+    except HexfuseError as exc:
+        raise HexfuseError(f"{path}: {exc}") from None

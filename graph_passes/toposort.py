@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.subgraphs import node_reads
 
 
 class CycleError(HexfuseError):
@@ -54,9 +55,10 @@ def topological_order_of(inputs: Sequence[Sequence[str]], outputs: Sequence[Sequ
 
 
 def topological_order(graph: onnx.GraphProto) -> list[int]:
+    """Subgraphs' outer-scope reads order their node like inputs (subgraphs.py)."""
     nodes = graph.node
     try:
-        return topological_order_of([list(n.input) for n in nodes], [list(n.output) for n in nodes])
+        return topological_order_of([node_reads(n) for n in nodes], [list(n.output) for n in nodes])
     except CycleError as exc:
         node = nodes[exc.node_index]
         label = node.name or f"#{exc.node_index}"

@@ -145,6 +145,7 @@ class _Blockers:
     def __init__(self, flat: FlatGraph, supported_ops: frozenset[str] | None, label: Callable[[int], str]) -> None:
         self.flat, self.supported_ops, self.label = flat, supported_ops, label
         self.static_shape = [kind.shape is not None for kind in flat.types]
+        self.empty = [kind.shape is not None and kind.elements == 0 for kind in flat.types]  # a static 0 dimension
         self.shape_like = [kind.dtype in _SHAPE_DTYPES and kind.shape is not None
                            and kind.elements <= _SHAPE_ARITHMETIC_MAX_ELEMENTS for kind in flat.types]
 
@@ -171,11 +172,13 @@ class _Blockers:
             for index in nodes:
                 if flat.op_types[index] not in self.supported_ops:
                     return engine, f"{self.label(core)}: the backend has no kernel for {flat.op_types[index]} (left unfused)"
-        type_of, static_shape = flat.type_of, self.static_shape
+        type_of, static_shape, empty = flat.type_of, self.static_shape, self.empty
         for index in nodes:
             for tensor in (*flat.inputs[index], *flat.outputs[index]):
                 if tensor >= 0 and (type_of[tensor] < 0 or not static_shape[type_of[tensor]]):
                     return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} has no static shape"
+                if tensor >= 0 and empty[type_of[tensor]]:  # static, not dynamic: just nothing to compute
+                    return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} is empty (a 0 dimension)"
         return engine, None
 
 

@@ -1,14 +1,23 @@
 """hexfuse: fuse independent matrix/vector/DMA work of ONNX models for Qualcomm Hexagon NPUs.
 
 Exit codes: 0 success (including "nothing to fuse"), 1 a hexfuse error (bad input, failed check),
-2 bad command-line usage. Errors print one line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
+2 bad command-line usage, 128 + N when stopped by signal N (130 SIGINT, 143 SIGTERM). Errors print one
+line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
+
+SIGTERM is turned into an exception like Ctrl-C's KeyboardInterrupt, so that every command unwinds
+through its ``finally`` blocks: temporary files and folders are removed, and output sets are renamed
+into place with both signals held back (graph_passes/io.py), so they are all new or all old.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from hexfuse.graph_passes.cost import list_targets
@@ -56,7 +65,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 def run_fuse(args: argparse.Namespace) -> int:
     from hexfuse import fuse_model
-    from hexfuse.graph_passes.outputs import write_fused
+    from hexfuse.graph_passes.outputs import check_outputs, write_fused
 
     start = time.perf_counter()
     scorer = _scorer(args)
@@ -72,14 +81,17 @@ def run_fuse(args: argparse.Namespace) -> int:
     else:
         result = fuse_model(args.model, scorer, args.allow_scalar)
     analyzed = result.analyzed
+    out = Path(args.output)
+    check_outputs(result, out, scorer, args.plot)
     if result.changed and not args.no_verify:
         _say("verifying the fused model on ONNX Runtime (CPU EP); --no-verify skips this")
-    out = Path(args.output)
     write_fused(result, out, scorer, check=not args.no_verify, plot=args.plot,
                 extra_markdown=decision.markdown() if decision else "")
     seconds = time.perf_counter() - start
     if analyzed.already_fused:
-        _say(f"{args.model} is already fused: wrote an unchanged copy to {out}")
+        carried = (f"with its spec ({len(result.spec.fused_ops)} op types)" if result.spec.fused_ops else
+                   f"without a spec: none beside {args.model}, so `hexfuse oppkg` cannot use the copy")
+        _say(f"{args.model} is already fused: wrote an unchanged copy to {out} {carried}")
     elif not result.changed:
         _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to {out}")
     else:
@@ -103,7 +115,8 @@ A fused node is a model-local ONNX function, so stock ONNX Runtime runs the fuse
 
 EPILOG = """\
 exit codes: 0 success (also "nothing to fuse"), 1 an error printed as one line `hexfuse: error: ...`,
-2 bad command line. --debug (anywhere on the command line) adds the traceback."""
+2 bad command line, 130/143 stopped by SIGINT/SIGTERM (outputs all written or untouched, temporaries
+removed). --debug (anywhere on the command line) adds the traceback."""
 
 
 def _pop_debug(argv: list[str]) -> tuple[list[str], bool]:
@@ -160,21 +173,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM raised in the main thread, unwinding like Ctrl-C does."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_stopped_by: list[int] = []  # a signal the handler raised for: a C extension may turn it into ImportError
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    _stopped_by.append(signum)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    _stopped_by.clear()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _stopped(signum: int) -> int:
+    print(f"hexfuse: error: stopped by {signal.Signals(signum).name}: outputs are all written or untouched, "
+          "temporary files removed", file=sys.stderr)
+    return 128 + signum
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     args.debug = debug
     try:
-        return args.func(args)
+        with _signals_as_exceptions():
+            return args.func(args)
     except HexfuseError as exc:
         if args.debug:
             raise
-        print(f"hexfuse: error: {exc}", file=sys.stderr)
+        print(f"hexfuse: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("hexfuse: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if args.debug:
+            raise
+        return _stopped(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+    except Exception as exc:  # a bug: still one line, and --debug shows where
+        if args.debug:
+            raise
+        if _stopped_by:  # the signal landed inside a C extension's import, which re-raised it as another type
+            return _stopped(_stopped_by[-1])
+        print(f"hexfuse: error: internal error ({_one_line(exc)[:300]}); rerun with --debug for the traceback",
+              file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -22,8 +22,15 @@ CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Wer
 def object_cache() -> Path:
     root = os.environ.get("HEXFUSE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hexfuse")
     path = Path(root) / "obj"
-    path.mkdir(parents=True, exist_ok=True)
+    _mkdir(path, "the object cache (set HEXFUSE_CACHE to a writable folder)")
     return path
+
+
+def _mkdir(path: Path, what: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HexfuseError(f"cannot create {what} {path}: {exc.strerror}") from None
 
 
 def compiler() -> str:
@@ -34,7 +41,10 @@ def compiler() -> str:
 
 
 def run_tool(cmd: list[str], cwd: Path) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except OSError as exc:
+        raise HexfuseError(f"cannot run {cmd[0]}: {exc.strerror}") from None
     if proc.returncode != 0 or proc.stderr.strip():
         first = (proc.stderr or proc.stdout).strip().splitlines()[:12]
         raise HexfuseError(f"host build failed in {cwd}: {' | '.join(first)}")
@@ -58,8 +68,13 @@ def compile_objects(root: Path, sources: list[Path]) -> list[Path]:
         obj = cache / f"{key}.o"
         if not obj.exists():
             tmp = cache / f"{key}.{os.getpid()}.tmp.o"
-            run_tool([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
-            os.replace(tmp, obj)
+            try:
+                run_tool([cxx, *flags, "-Iinclude", "-c", str(src), "-o", str(tmp)], root)
+                os.replace(tmp, obj)
+            except OSError as exc:
+                raise HexfuseError(f"cannot store {obj}: {exc.strerror}") from None
+            finally:
+                tmp.unlink(missing_ok=True)  # a failed or interrupted compile leaves no partial object
         return obj
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -78,7 +93,7 @@ def build_host(package_dir: str | os.PathLike[str]) -> Path:
         raise HexfuseError(f"{root} holds no generated sources")
     objects = compile_objects(root, sources)
     out = root / "build" / "host" / f"lib{package_name(root)}Host.so"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir(out.parent, "the build folder")
     run_tool([compiler(), "-shared", "-pthread", *map(str, objects), "-o", str(out)], root)
     return out
 

@@ -1,7 +1,7 @@
 """`hexfuse oppkg FUSED.onnx -o DIR`: generate (and optionally build) the op package of a fused model.
 
 The spec beside the model (FUSED.hexfuse.json) drives generation; the model is opened only to check
-that it really holds the spec's fused op types.
+that the spec was written for it (its hash, its fused nodes: graph_passes/spec_check.py).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.graph_passes.spec_check import check_spec_describes
 from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
 from hexfuse.op_package.writer import write_tree
 
@@ -27,28 +28,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.set_defaults(func=run)
 
 
-def check_model_matches(model: Path, spec: FusionSpec) -> None:
-    """The fused model's fused nodes must be exactly the spec's instances, each calling its op type."""
-    import onnx  # only here: the generator itself never touches ONNX objects
-
-    try:
-        proto = onnx.load(str(model), load_external_data=False)
-    except Exception as exc:  # onnx raises several types for unreadable files
-        raise HexfuseError(f"cannot read fused model {model}: {exc}") from None
-    present = {n.name: n.op_type for n in proto.graph.node if n.domain == spec.domain}
-    described = {name: op.op_type for op in spec.fused_ops for name in (op.instances or (op.node_name,))}
-    missing = [name for name, op_type in described.items() if present.get(name) != op_type]
-    if missing:
-        raise HexfuseError(f"{model} has no fused node {missing[0]!r} of op type {described[missing[0]]} described by "
-                           f"its spec ({len(missing)} missing): regenerate the spec with `hexfuse fuse`")
-    unknown = sorted(set(present) - set(described))
-    if unknown:
-        raise HexfuseError(f"{model} has fused node {unknown[0]!r} that its spec does not describe "
-                           f"({len(unknown)} such): regenerate the spec with `hexfuse fuse`")
-
-
 def spec_path(model: Path) -> Path:
     return model.with_suffix(".hexfuse.json")
+
+
+def check_model_matches(model: Path, spec: FusionSpec) -> None:
+    """The fused model is the one the spec was written for (graph_passes/spec_check.py)."""
+    check_spec_describes(model, _read(model), spec, spec_path(model))
+
+
+def _read(model: Path) -> bytes:
+    try:
+        return model.read_bytes()
+    except OSError as exc:
+        raise HexfuseError(f"cannot read fused model {model}: {exc.strerror}") from None
+
+
+def _refuse_output_holding(out: Path, inputs: list[Path]) -> None:
+    """Replacing DIR replaces everything under it: never a folder that holds what this run reads."""
+    target = out.resolve()
+    for path in inputs:
+        if target == path.resolve() or target in path.resolve().parents:
+            raise HexfuseError(f"refusing to write the op package to {out}: it holds {path}, which this run reads")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise HexfuseError(f"no fusion spec {path} beside {model}: run `hexfuse fuse` first")
     spec = load_spec(str(path))
-    check_model_matches(model, spec)
+    check_spec_describes(model, _read(model), spec, path)
+    _refuse_output_holding(Path(args.output), [model, path])
     files = render_package(spec, args.package_name)
     out = write_tree(files, args.output)
     print(f"hexfuse: wrote op package {args.package_name} ({len(spec.fused_ops)} ops, {len(files)} files) to {out}",

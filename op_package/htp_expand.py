@@ -76,6 +76,11 @@ def matrix_blocker(op: FusedOp) -> str | None:
     return None
 
 
+def task_ops(op: FusedOp) -> tuple[TaskOp, ...]:
+    """The package ops that run the non-matrix tasks of ``op`` on HTP (HVX threads)."""
+    return tuple(_task_op(op, i, t) for i, t in enumerate(op.tasks) if t.engine != "matrix")
+
+
 def expand_fused_op(op: FusedOp) -> Expansion:
     matrix = [t for t in op.tasks if t.engine == "matrix"]
     exprs: dict[int, str] = {}  # fused output index -> matrix expression
@@ -86,7 +91,7 @@ def expand_fused_op(op: FusedOp) -> Expansion:
         for j, tensor in enumerate(op.outputs):
             if tensor.name in translation.outputs:
                 exprs[j] = translation.outputs[tensor.name]
-    task_ops = tuple(_task_op(op, i, t) for i, t in enumerate(op.tasks) if t.engine != "matrix")
+    expanded = task_ops(op)
 
     # Serial order: matrix tasks first, then the task ops in spec order. `after[k]` is the expression
     # task op k waits on in serial mode (one output of whatever runs just before it), or None.
@@ -94,7 +99,9 @@ def expand_fused_op(op: FusedOp) -> Expansion:
     rules: list[Rule] = []
     for j, expr in sorted(exprs.items()):
         rules += [Rule(j, False, expr), Rule(j, True, expr)]
-    for task_op in task_ops:
+    for task_op in expanded:
+        if not task_op.outputs:  # a task nothing reads (dead code) needs no rule
+            continue
         inputs = [input_tag(i) for i in task_op.inputs]
         after = order[-1] if order else None
         n = len(task_op.outputs)
@@ -104,4 +111,4 @@ def expand_fused_op(op: FusedOp) -> Expansion:
                                             else (task_op.symbol, inputs))
             rules.append(Rule(j, True, _call(serial_symbol, serial_inputs, n, which)))
         order.append(next(r.replacement for r in rules if r.output == task_op.outputs[0] and r.serial))
-    return Expansion(task_ops, tuple(sorted(rules, key=lambda r: (r.output, r.serial))))
+    return Expansion(expanded, tuple(sorted(rules, key=lambda r: (r.output, r.serial))))

@@ -53,13 +53,13 @@ def has_hvx_path(kernel: Kernel) -> bool:
 
 def vector_blocker(op: FusedOp) -> str | None:
     """Why the non-matrix tasks of ``op`` would run as scalar code on HTP (None: every kernel has an HVX path)."""
-    from hexfuse.op_package.htp_expand import expand_fused_op  # htp_expand plans with the lowering rules
+    from hexfuse.op_package.htp_expand import task_ops  # htp_expand plans with the lowering rules
 
     try:
-        task_ops = expand_fused_op(op).task_ops
+        planned = task_ops(op)
     except HexfuseError as why:
         return f"the op package cannot plan it: {why}"
-    for task_op in task_ops:
+    for task_op in planned:
         for node in task_op.plan.nodes:
             if not has_hvx_path(node.kernel):
                 return (f"on HTP every vector kernel needs an HVX path: {node.op_type} {node.name!r} "

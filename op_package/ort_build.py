@@ -78,8 +78,11 @@ def _glue_object(root: Path, include: Path, table: Path) -> list[Path]:
         obj = build.object_cache() / f"ort_{key}.o"
         if not obj.exists():
             tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
-            build.run_tool([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
-            os.replace(tmp, obj)
+            try:
+                build.run_tool([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
+                os.replace(tmp, obj)
+            finally:
+                tmp.unlink(missing_ok=True)
         objects.append(obj)
     return objects
 
@@ -94,17 +97,22 @@ def build_ort(package_dir: str | os.PathLike[str], spec: FusionSpec) -> Path:
     sources = [p for p in build.portable_sources(root) if p.parent.name != "host"]
     objects = build.compile_objects(root, sources)
     out_dir = root / "build" / "ort"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table = out_dir / "ops_table.cpp"
-    table.write_text(op_table_source(spec))
-    exports = out_dir / "exports.map"
-    exports.write_text(EXPORTS)
     out = out_dir / f"lib{build.package_name(root)}Ort.so"
     tmp = out.with_suffix(f".{os.getpid()}.tmp.so")
-    glue = _glue_object(root, include, table)
-    build.run_tool([build.compiler(), "-shared", "-pthread", *map(str, objects), *map(str, glue),
-                    f"-Wl,--version-script={exports}", "-o", str(tmp)], root)
-    os.replace(tmp, out)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        table = out_dir / "ops_table.cpp"
+        table.write_text(op_table_source(spec))
+        exports = out_dir / "exports.map"
+        exports.write_text(EXPORTS)
+        glue = _glue_object(root, include, table)
+        build.run_tool([build.compiler(), "-shared", "-pthread", *map(str, objects), *map(str, glue),
+                        f"-Wl,--version-script={exports}", "-o", str(tmp)], root)
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise HexfuseError(f"cannot build the ONNX Runtime library in {out_dir}: {exc.strerror}") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # gone already after the rename
     return out
 
 

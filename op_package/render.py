@@ -30,8 +30,9 @@ from pathlib import Path
 import jinja2
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusionSpec, TensorSpec
+from hexfuse.graph_passes.spec import FusedOp, FusionSpec, TensorSpec
 from hexfuse.op_package.htp_expand import Expansion, expand_fused_op
+from hexfuse.op_package.literals import check_kernel_literal, check_rule
 from hexfuse.op_package.lower.context import CPP_DTYPE
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
 from hexfuse.op_package.writer import MARKER
@@ -51,7 +52,7 @@ PLAIN_QNN_DTYPES = {"float32": "QNN_DATATYPE_FLOAT_32", "int32": "QNN_DATATYPE_I
                     "uint8": "QNN_DATATYPE_UINT_8", "int8": "QNN_DATATYPE_INT_8", "uint16": "QNN_DATATYPE_UINT_16",
                     "int16": "QNN_DATATYPE_INT_16", "bool": "QNN_DATATYPE_BOOL_8"}
 
-_DISPLAY_SAFE = re.compile(r"[^A-Za-z0-9 _.:/+=,#()\[\]-]")
+_DISPLAY_SAFE = re.compile(r"[^A-Za-z0-9 _.:/+=,#()\[\]-]+")  # a run of others becomes one '?' (no "??" trigraph)
 _C_SAFE = re.compile(r"[A-Za-z0-9 _.:/+=,#()\[\]-]")
 
 
@@ -59,7 +60,8 @@ def display(text: object, limit: int = 80) -> str:
     """A model-derived string for comments, XML text and Markdown: a fixed safe alphabet, one line.
 
     Nothing that can end a comment, open markup or an escape survives (no newline, backslash, quote,
-    '<', '&', '*', '$', '`', '|', '{', '%'); whatever else was there reads as '?'."""
+    '<', '&', '*', '$', '`', '|', '{', '%'); each run of anything else reads as one '?', so no
+    trigraph ("??/" would be a backslash to some compilers, a -Wtrigraphs error to others) can form."""
     text = _DISPLAY_SAFE.sub("?", str(text))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -170,12 +172,34 @@ def _rules(plan: OpPlan, expansion: Expansion) -> list[RuleView]:
     return views
 
 
+def _guarded(step, op: FusedOp):
+    """A lowering step on a spec that passed spec_read but holds values no rule expected (a zero
+    stride, an axis past the rank): one error line naming the op, never a traceback."""
+    try:
+        return step(op)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, StopIteration, ArithmeticError) as exc:
+        raise HexfuseError(f"fused op {display(op.op_type)}: cannot generate code for it "
+                           f"({type(exc).__name__}: {display(exc, 120)})") from None
+
+
+def _check_code(plans: list[OpPlan], expansions: list[Expansion]) -> None:
+    """Values printed as code, not through an escaping filter, are checked (literals.py)."""
+    for plan in (*plans, *(t.plan for e in expansions for t in e.task_ops)):
+        for node in plan.nodes:
+            for field, value in node.kernel.fields:
+                check_kernel_literal(field, value, f"fused op {plan.op_type}, node {display(node.name)}")
+    for plan, expansion in zip(plans, expansions):
+        for rule in expansion.rules:
+            check_rule(rule.replacement, f"fused op {plan.op_type}")
+
+
 def render_package(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> dict[str, str]:
     package = check_package_name(package)
     if not spec.fused_ops:
         raise HexfuseError(f"fusion spec of {display(spec.model)} has no fused ops: nothing to generate")
-    plans: list[OpPlan] = [plan_fused_op(op) for op in spec.fused_ops]
-    expansions = [expand_fused_op(op) for op in spec.fused_ops]
+    plans: list[OpPlan] = [_guarded(plan_fused_op, op) for op in spec.fused_ops]
+    expansions = [_guarded(expand_fused_op, op) for op in spec.fused_ops]
+    _check_code(plans, expansions)
     env = _environment()
     op_types = [c_identifier(p.op_type, "fused op type") for p in plans]
     ops_view = [{"plan": p, "inputs": [_port(i, t) for i, t in enumerate(p.inputs)],

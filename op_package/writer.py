@@ -2,6 +2,8 @@
 
 DIR is replaced only when it is empty or a tree hexfuse generated before (it holds the marker file
 MARKER); anything else is refused, so `-o .` or `-o <the model's folder>` never deletes a file.
+The staged tree is removed on any error or interrupt, and the swap (old tree aside, new tree in)
+runs with SIGINT/SIGTERM held back, so DIR is always the old tree or the new one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import signals_held
 
 
 MARKER = ".hexfuse-oppkg"  # present in every generated tree
@@ -43,19 +46,28 @@ def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:
         stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     except OSError as exc:
         raise HexfuseError(f"cannot write op package to {out}: {exc.strerror}") from None
+    old = None
     try:
         for rel, text in files.items():
             path = stage / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8", newline="\n")
-        old = None
-        if out.exists():  # keep the previous tree until the new one is in place
-            old = out.parent / f".{out.name}.old.{os.getpid()}"
-            os.replace(out, old)
-        os.replace(stage, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with signals_held():
+            if out.exists():  # keep the previous tree until the new one is in place
+                old = out.parent / f".{out.name}.old.{os.getpid()}"
+                os.replace(out, old)
+            try:
+                os.replace(stage, out)
+            except OSError:
+                if old is not None:
+                    os.replace(old, out)  # put the previous tree back
+                    old = None
+                raise
     except OSError as exc:
-        shutil.rmtree(stage, ignore_errors=True)
         raise HexfuseError(f"cannot write op package to {out}: {exc.strerror}") from None
+    finally:
+        with signals_held():  # an interrupt here would leave a hidden half-deleted tree
+            shutil.rmtree(stage, ignore_errors=True)  # gone already when the swap succeeded
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     return out

@@ -17,7 +17,7 @@ from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
 from hexfuse.graph_passes.cost.timeline import OpPrediction
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import refuse_overwrite, write_atomic
 from hexfuse.graph_passes.spec import FusedOp
 
 
@@ -42,6 +42,15 @@ def predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> list[OpPred
             base = None
         out.append(OpPrediction(op, base, tuple(task_costs), max(1, len(op.instances))))
     return out
+
+
+def cost_report_files(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
+                      out_prefix: Path, plot: bool = False) -> list[tuple[Path, bytes]]:
+    """What ``write_cost_reports`` writes, as (path, bytes), for a caller that writes it with more."""
+    from hexfuse.graph_passes.cost.timeline import report_files
+
+    scorer = _as_scorer(target)
+    return report_files(predictions(fused_ops, scorer), scorer.target, Path(out_prefix), plot)
 
 
 def write_cost_reports(fused_ops: Sequence[FusedOp], target: str | Path | Target | CostScorer,
@@ -82,6 +91,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.cost.calibrate import fit_profile, simulator_evidence
 
+    read = [(Path(args.profile), "the profile"), (Path(args.model), "the model"), (Path(args.target), "the base target")]
+    refuse_overwrite([Path(args.output)], [(path, what) for path, what in read if path.exists()])
     base = load_target(args.target)
     simulated = simulator_evidence(args.profile)
     if simulated and not args.allow_simulator:

@@ -28,7 +28,7 @@ from pathlib import Path
 from hexfuse.graph_passes.cost.baselines import Baselines
 from hexfuse.graph_passes.cost.opcost import TaskCost
 from hexfuse.graph_passes.cost.simulate import Schedule
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import write_files
 from hexfuse.graph_passes.spec import FusedOp
 
 MAX_FIGURE_OPS = 8  # panels in the figure: the op types saving the most predicted time in total
@@ -182,13 +182,19 @@ def render_markdown(predictions: Sequence[OpPrediction], target) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(predictions: Sequence[OpPrediction], target, out_prefix: Path, plot: bool = False) -> list[Path]:
-    """``<prefix>.timeline.json`` always, ``<prefix>.timeline.png`` when ``plot``; returns what was written."""
+def report_files(predictions: Sequence[OpPrediction], target, out_prefix: Path,
+                 plot: bool = False) -> list[tuple[Path, bytes]]:
+    """``<prefix>.timeline.json`` always, ``<prefix>.timeline.png`` when ``plot``: (path, bytes) to write."""
     out_prefix = Path(out_prefix)
     trace = out_prefix.with_name(out_prefix.name + ".timeline.json")
-    write_atomic(trace, (json.dumps(trace_json(predictions, target), separators=(",", ":")) + "\n").encode())
-    if not plot:
-        return [trace]
-    png = out_prefix.with_name(out_prefix.name + ".timeline.png")
-    write_atomic(png, figure_png(predictions, target))
-    return [trace, png]
+    files = [(trace, (json.dumps(trace_json(predictions, target), separators=(",", ":")) + "\n").encode())]
+    if plot:
+        files.append((out_prefix.with_name(out_prefix.name + ".timeline.png"), figure_png(predictions, target)))
+    return files
+
+
+def write_reports(predictions: Sequence[OpPrediction], target, out_prefix: Path, plot: bool = False) -> list[Path]:
+    """Write ``report_files``; returns what was written."""
+    files = report_files(predictions, target, out_prefix, plot)
+    write_files(files)
+    return [path for path, _ in files]

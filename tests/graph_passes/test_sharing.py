@@ -71,14 +71,15 @@ def test_the_function_limit_counts_distinct_op_types(tmp_path, monkeypatch):
 def test_spec_round_trips_with_instances_and_still_reads_schema_1(tmp_path):
     path = builders.save(builders.twin_blocks(((64, 64),) * 2), tmp_path / "m.onnx")
     spec = fuse_model(path, ANY_GAIN).spec
-    assert spec.schema_version == SCHEMA_VERSION == 3
+    assert spec.schema_version == SCHEMA_VERSION == 4
     assert FusionSpec.from_json(spec.to_json()) == spec
     raw = json.loads(spec.to_json())
     raw["schema_version"] = 1
+    del raw["model_sha256"]  # schema 4
     for op in raw["fused_ops"]:
         del op["instances"]
     old = FusionSpec.from_json(json.dumps(raw))
     assert [op.instances for op in old.fused_ops] == [(op.node_name,) for op in spec.fused_ops]
-    raw["schema_version"] = 4
-    with pytest.raises(HexfuseError, match="schema_version 4 is not supported"):
+    raw["schema_version"] = 5
+    with pytest.raises(HexfuseError, match="schema_version 5 is not supported"):
         FusionSpec.from_json(json.dumps(raw))

@@ -12,6 +12,7 @@ from typing import Callable
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.graph_passes.spec_check import check_spec_describes
 
 from .libkind import require_ort_library
 from .per_node import split_spec
@@ -50,6 +51,11 @@ def resolve(fused: str, fused_types: list[str], given: str | None, package: str,
     if ort_headers.find_headers() is None:
         return CpuLibrary(None, f"ONNX Runtime C API headers not found: {ort_headers.FETCH_HINT}")
     spec = load_spec(str(spec_file))
+    try:
+        fused_bytes = Path(fused).read_bytes()
+    except OSError as exc:
+        raise HexfuseError(f"cannot read {fused}: {exc.strerror}") from None
+    check_spec_describes(Path(fused), fused_bytes, spec, spec_file)  # same run: its hash, its fused nodes
     described = sorted({op.op_type for op in spec.fused_ops})
     if described != sorted(fused_types):
         raise HexfuseError(f"{spec_file} describes fused op types {described[:3]}..., the fused model holds "

@@ -1,6 +1,7 @@
 """Inputs shared by both models: seeded random tensors or a user NPZ, validated against the model."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +19,22 @@ def np_dtype(elem_type: int) -> np.dtype:
         raise HexfuseError(f"unsupported input element type {elem_type}") from None
 
 
+MAX_RANDOM_BYTES = 2**30  # beyond this a seeded tensor is a typo or a model for --inputs, not for RAM
+
+
 def random_inputs(specs: list[TensorSpec], seed: int) -> dict[str, np.ndarray]:
     """Symbolic or unknown dims become 1 (say so in docs); values stay small so no op overflows."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for s in specs:
+        if not s.elem_type:
+            raise HexfuseError(f"input {s.name!r} is not a tensor (a sequence, optional or map value): "
+                               "seeded inputs cannot be made for it")
         shape = tuple(d if isinstance(d, int) and d > 0 else 1 for d in s.shape)
         dt = np_dtype(s.elem_type)
+        if math.prod(shape) * dt.itemsize > MAX_RANDOM_BYTES:
+            raise HexfuseError(f"input {s.name!r} of shape {list(shape)} is over {MAX_RANDOM_BYTES // 2**30} GiB: "
+                               "too large for seeded inputs; pass --inputs NPZ")
         if dt == np.bool_:
             arr = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif np.issubdtype(dt, np.integer):

@@ -6,14 +6,18 @@ Every bad value is one ``HexfuseError`` line before any model is read or session
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import same_file
 
 MAX_ITERS = 1_000_000      # ~ days of runs at 0.1 s each; beyond is a typo
 MAX_PROFILE_RUNS = 10_000
 MAX_SEED = 2**63 - 1       # numpy's SeedSequence takes any non-negative int; keep it a C long
+# What a run writes into its report directory (report.py, runner.py's profiles).
+_WRITES = re.compile(r"report\.(?:json|md)|trace\.json|latency\.png|(?:qnn|ort)_profile_.*")
 
 
 @dataclass
@@ -67,4 +71,8 @@ def check_options(o: AbOptions) -> Path:
     for model in (o.original, o.fused):
         if out.resolve() == Path(model).resolve():
             raise HexfuseError(f"report directory {out} is one of the input models")
+    spec = str(Path(o.fused).with_suffix(".hexfuse.json"))
+    for given in (o.original, o.fused, spec, o.inputs, o.op_package, o.qnn_config):
+        if given and _WRITES.fullmatch(Path(given).name) and same_file(out / Path(given).name, Path(given)):
+            raise HexfuseError(f"report directory {out} would overwrite {given}, which this run reads")
     return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from hexfuse.graph_passes.spec import FusedOp, TaskSpec
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
-from hexfuse.op_package.qnn_ops import input_tag, translate_matrix_task
+from hexfuse.op_package.qnn_ops import input_tag, translate_matrix_task, with_output_def
 
 
 @dataclass(frozen=True)
@@ -110,5 +110,11 @@ def expand_fused_op(op: FusedOp) -> Expansion:
             serial_symbol, serial_inputs = ((task_op.serial_symbol, [*inputs, after]) if after is not None
                                             else (task_op.symbol, inputs))
             rules.append(Rule(j, True, _call(serial_symbol, serial_inputs, n, which)))
-        order.append(next(r.replacement for r in rules if r.output == task_op.outputs[0] and r.serial))
+        # the next task op waits on a copy of one of this one's outputs, spelt with its own output def
+        # so that it is the same op as the rule's (CSE merges them) and not sized like its reader
+        # (an output with no encoding here, an integer one, say, stays implicit: the size of its reader)
+        serial_first = next(r.replacement for r in rules if r.output == task_op.outputs[0] and r.serial)
+        copies = (with_output_def(op, op.outputs[j].name, next(r.replacement for r in rules if r.output == j and r.serial))
+                  for j in task_op.outputs)
+        order.append(next((c for c in copies if c is not None), serial_first))
     return Expansion(expanded, tuple(sorted(rules, key=lambda r: (r.output, r.serial))))

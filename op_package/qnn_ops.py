@@ -257,6 +257,18 @@ class _Translator:
                                                                        "gen_ConstArr_vals_i32(0, 3, 1, 2))")
 
 
+def with_output_def(op: FusedOp, name: str, expr: str) -> str | None:
+    """``expr`` with the size and encoding of fused-op output ``name`` spelt out (None where HTP has no
+    encoding for it here). A copy of an op nested in another rule must carry its own output def: left
+    implicit it takes the def of the output the enclosing rule replaces."""
+    task = next(t for t in op.tasks if name in t.outputs)
+    translator = _Translator(op, task)
+    try:
+        return translator.built(name, shape4(translator.tensors[name].shape), expr)
+    except Untranslatable:
+        return None
+
+
 def translate_matrix_task(op: FusedOp, task: TaskSpec) -> MatrixTranslation:
     """Replacement expressions for every fused output the matrix task produces, or the reason it can't."""
     translator = _Translator(op, task)

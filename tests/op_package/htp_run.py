@@ -4,9 +4,10 @@ failure can abort the whole process, and each package library must be the only o
 
 Usage: htp_run.py ORIGINAL FUSED LIBRARY PACKAGE OPTYPE[,OPTYPE...] [SCHEDULE_DIR]
 
-With SCHEDULE_DIR, the fused model is also prepared with profiling_level=optrace there, once as written
-(serial = 0) and once with every fused node's barrier switch on (serial = 1), and the per-fused-node
-schedules read from the two schematics (tools/optrace.py) are added to the summary.
+With SCHEDULE_DIR, the fused model is also run with profiling_level=optrace there, once as written
+(serial = 0) and once with every fused node's barrier switch on (serial = 1): the per-fused-node
+schedules read from the two schematics (tools/optrace.py) are added to the summary, and whether the
+two modes computed the same outputs (they share every kernel).
 """
 
 from __future__ import annotations
@@ -44,14 +45,15 @@ def _grid_step(values: np.ndarray) -> float:
     return float(steps.min()) if steps.size else 0.0
 
 
-def _schedules(fused: str, devices, op_packages: str, folder: str) -> dict:
-    """Per serial mode, per fused node: engines and run-list spans of the ops QNN made of it."""
+def _schedules(fused: str, devices, op_packages: str, folder: str, feeds: dict) -> tuple[dict, bool]:
+    """Per serial mode, per fused node: engines and run-list spans of the ops QNN made of it; and
+    whether both modes gave the same outputs."""
     import os
 
     from hexfuse.tools.optrace import find_schematics, fused_node_schedules, read_schematic
 
     model = onnx.load(fused)
-    out = {}
+    out, results = {}, {}
     for serial in (0, 1):
         for node in model.graph.node:
             if node.domain == "hexfuse":
@@ -65,7 +67,7 @@ def _schedules(fused: str, devices, op_packages: str, folder: str) -> dict:
         here = os.getcwd()
         os.chdir(where)
         try:
-            _session(path, devices, op_packages, optrace=True)
+            results[serial] = _session(path, devices, op_packages, optrace=True).run(None, feeds)
         finally:
             os.chdir(here)
         schematic = max(find_schematics(where), key=lambda p: p.stat().st_size)
@@ -73,7 +75,8 @@ def _schedules(fused: str, devices, op_packages: str, folder: str) -> dict:
                                      "tasks": [[s.name, s.engine, s.start, s.end] for s in f.tasks],
                                      "overlapped": f.overlapped}
                             for f in fused_node_schedules(read_schematic(schematic))}
-    return out
+    same = all(np.array_equal(a, b) for a, b in zip(results[0], results[1]))
+    return out, same
 
 
 def main(original: str, fused: str, library: str, package: str, op_types: str, schedule_dir: str = "") -> None:
@@ -95,8 +98,8 @@ def main(original: str, fused: str, library: str, package: str, op_types: str, s
                         "fused_vs_onnx": float(np.max(np.abs(b - ref))), "differing": int(np.sum(a != b)), "size": a.size})
     summary = {"claimed": sorted(claimed), "fused_nodes": sorted(fused_nodes), "outputs": outputs}
     if schedule_dir:
-        summary["schedules"] = _schedules(fused, devices, op_packages_option(package, op_types.split(","), library),
-                                          schedule_dir)
+        summary["schedules"], summary["serial_matches"] = _schedules(
+            fused, devices, op_packages_option(package, op_types.split(","), library), schedule_dir, feeds)
     print(json.dumps(summary))
 
 

@@ -82,29 +82,29 @@ def _feeds(model: Path, inputs: str | None, seed: int) -> dict:
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from hexfuse.tools.ab import qnn_session
+    from hexfuse.tools.ab import models, qnn_session
 
     from .context import compile_context
-    from .packages import ensure_x86_library, open_package
+    from .packages import ensure_x86_library, open_package, require_op_types
 
     model, out = Path(args.model), Path(args.output)
     if args.inline and args.package:
         raise HexfuseError("--inline and --package exclude each other")
-    if not model.is_file():
-        raise HexfuseError(f"model file not found: {model}")
+    fused_types = models.fused_op_types(models.load_model(model))
     if not qnn_session.qnn_available():
         raise HexfuseError("compile needs the onnxruntime-qnn package (pip install 'hexfuse[qnn]')")
     preset = _preset(args)
     package = library = None
     if args.package:
         package = open_package(args.package)
+        if fused_types:  # before any build: a package of another model fails here, not after make
+            require_op_types(package, fused_types, str(model))
         library = ensure_x86_library(package, args.build, _say)
     feeds = _feeds(model, args.inputs, args.seed)
-    what = f"op package {package.name}" if package else "no op package"
-    _say(f"preparing {model} on the QNN EP's HTP backend (x86) with preset {preset.name} ({what})")
     res = compile_context(model, out, preset.provider_options, feeds, disable_cpu_fallback=preset.disable_cpu_ep_fallback,
                           package=package, library=library, embed=args.embed_mode == 1, allow_inlined=args.inline,
-                          schematic=Path(args.schematic) if args.schematic else None)
+                          schematic=Path(args.schematic) if args.schematic else None,
+                          say=lambda msg: _say(f"{msg}, preset {preset.name}"))
     size = sum(p.stat().st_size for p in (res.output, *res.binaries))
     where = "embedded" if not res.binaries else f"beside it in {', '.join(p.name for p in res.binaries)}"
     claimed = f"; {sum(res.claimed.values())} fused nodes claimed by the package" if res.claimed else ""

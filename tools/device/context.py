@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -118,7 +118,7 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
                     provider_options: dict[str, str], feeds: dict[str, np.ndarray], *,
                     disable_cpu_fallback: bool = True, package: PackageDir | None = None,
                     library: Path | None = None, embed: bool = True, allow_inlined: bool = False,
-                    schematic: Path | None = None) -> CompileResult:
+                    schematic: Path | None = None, say: Callable[[str], None] | None = None) -> CompileResult:
     """Prepare ``model_path`` on the HTP backend, write ``out_path`` atomically, load it back and check it."""
     model_file, out = Path(model_path), Path(out_path)
     _check_paths(model_file, out)
@@ -135,6 +135,9 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
         if not fused:
             raise HexfuseError(f"--package given but {model_file} has no fused (hexfuse) node")
         require_op_types(package, sorted(fused), str(model_file))
+    if say is not None:
+        what = f"op package {package.name} for {len(fused)} op types" if package is not None else "no op package"
+        say(f"preparing {model_file} on the QNN EP's HTP backend (x86) with {what}")
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         with (registration(package, library, sorted(fused)) if package is not None and library is not None

@@ -333,10 +333,13 @@ def _build_and_compile(stage: Path, target: DeviceTarget, package: str, preset, 
     facts = {}
     for run in RUNS:
         say(f"preparing {run.context} for {target.name} on x86")
-        res = compile_context(stage / run.model, stage / run.context, preset.provider_options, feeds,
-                              disable_cpu_fallback=preset.disable_cpu_ep_fallback,
-                              package=pkg if run.package else None, library=library if run.package else None,
-                              allow_inlined=not run.package)
+        try:
+            res = compile_context(stage / run.model, stage / run.context, preset.provider_options, feeds,
+                                  disable_cpu_fallback=preset.disable_cpu_ep_fallback,
+                                  package=pkg if run.package else None, library=library if run.package else None,
+                                  allow_inlined=not run.package)
+        except HexfuseError as exc:  # name the run: a baseline that cannot be prepared is not shipped
+            raise HexfuseError(f"bundle run {run.key} ({run.label}): {exc}") from None
         facts[run.key] = {"context": run.context, "prepare_s": round(res.prepare_s, 4), "load_s": round(res.load_s, 4),
                           "claimed": res.claimed, "outside_context": res.outside,
                           "outputs_identical_to_preparing_run": res.max_abs_diff == 0.0}

@@ -92,6 +92,13 @@ def _claimed(assignment: qnn_session.Assignment, fused: dict[str, int]) -> dict[
     return {t: got.get(t, 0) for t in sorted(fused)}
 
 
+def _run(sess, names: list[str], feeds: dict[str, np.ndarray], what: str) -> list:
+    try:
+        return sess.run(names, feeds)
+    except Exception as exc:  # an EP failure: one line, never a traceback
+        raise HexfuseError(f"{what} failed on the QNN EP: {_first_line(exc)}") from None
+
+
 @contextmanager
 def _cwd(path: Path) -> Iterator[None]:
     """optrace writes its schematic into the working folder."""
@@ -122,6 +129,7 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
     """Prepare ``model_path`` on the HTP backend, write ``out_path`` atomically, load it back and check it."""
     model_file, out = Path(model_path), Path(out_path)
     _check_paths(model_file, out)
+    model_file, out = model_file.resolve(), out.resolve()  # (the preparing session runs in a staging folder)
     proto = models.load_model(model_file)
     if any(n.op_type == EP_CONTEXT for n in proto.graph.node):
         raise HexfuseError(f"{model_file} is already a context model (it holds an {EP_CONTEXT} node)")
@@ -148,7 +156,7 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
             staged = stage / out.name
             with _cwd(stage):
                 start = time.perf_counter()
-                prep = session(model_file.resolve(), prep_opts, disable_cpu_fallback, staged, embed)
+                prep = session(model_file, prep_opts, disable_cpu_fallback, staged, embed)
                 prepare_s = time.perf_counter() - start
             claimed = _claimed(qnn_session.read_assignment(prep), fused)
             short = {t: n for t, n in claimed.items() if n < fused[t]}
@@ -156,7 +164,7 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
                 raise HexfuseError(f"the op package did not claim fused op(s) {sorted(short)} of {model_file} while "
                                    "preparing: the QNN EP inlined them, the context would not run the package")
             names = [o.name for o in prep.get_outputs()]
-            want = prep.run(names, feeds)
+            want = _run(prep, names, feeds, f"{model_file} (preparing session)")
             del prep
             if not staged.is_file():
                 raise HexfuseError(f"the QNN EP wrote no context model for {model_file} (ep.context_file_path={staged})")
@@ -165,7 +173,7 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
             load_s = time.perf_counter() - start
             outside = Counter(n["op_type"] for n in qnn_session.read_assignment(loaded).nodes
                               if n["ep"] != qnn_session.QNN_EP)
-            got = loaded.run(names, feeds)
+            got = _run(loaded, names, feeds, f"{out.name} loaded from its context")
             del loaded
         diff = max((float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)))) if np.size(a) else 0.0
                     for a, b in zip(want, got)), default=0.0)

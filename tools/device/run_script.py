@@ -128,10 +128,12 @@ def first_line(e: Exception) -> str:
 
 def assignment(session) -> list | None:
     """Which EP ran each node (onnxruntime >= 1.23 with record_ep_graph_assignment_info), else None."""
-    if not hasattr(session, "get_provider_graph_assignment_info"):
+    try:
+        subgraphs = session.get_provider_graph_assignment_info()
+    except Exception:  # noqa: BLE001 (older onnxruntime: not recorded)
         return None
     nodes = []
-    for i, sg in enumerate(session.get_provider_graph_assignment_info()):
+    for i, sg in enumerate(subgraphs):
         for n in sg.get_nodes():
             nodes.append({"ep": sg.ep_name, "name": n.name, "op_type": n.op_type, "domain": n.domain, "subgraph": i})
     return nodes

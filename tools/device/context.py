@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import write_atomic
 from hexfuse.tools.ab import models, qnn_session
 
 from .packages import PackageDir, registration, require_op_types
@@ -187,8 +188,8 @@ def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathL
         kept = None
         if schematic is not None:
             found = sorted(stage.glob("*_schematic.bin"), key=lambda p: p.stat().st_size)
-            if found:
-                os.replace(found[-1], schematic)
+            if found:  # (may live on another file system than the staging folder)
+                write_atomic(schematic, found[-1].read_bytes())
                 kept = schematic
     finally:
         shutil.rmtree(stage, ignore_errors=True)

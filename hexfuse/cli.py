@@ -163,12 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     from hexfuse.graph_passes.merge_cli import register as register_merge
     from hexfuse.op_package.cli import register as register_oppkg
     from hexfuse.tools.ab.cli import register as register_ab
+    from hexfuse.tools.device.cli import register as register_device
     from hexfuse.tools.optrace_cli import register as register_optrace
 
     register_merge(commands)
     register_cost(commands)
     register_oppkg(commands)
     register_ab(commands)
+    register_device(commands)
     register_optrace(commands)
     return parser
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-from .options import AbOptions
+from .options import AbOptions, check_options
 from .runner import run_ab
 
 _D = AbOptions("", "")  # defaults, printed by --help
@@ -25,9 +26,12 @@ partitions than the original, or an op package did not claim every fused node. S
 def register(subparsers) -> None:
     p = subparsers.add_parser("ab", help="A/B original vs fused model: four baselines, equivalence, latency, profiles",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("original", metavar="ORIGINAL.onnx", help="the model as it was before `hexfuse fuse`")
-    p.add_argument("fused", metavar="FUSED.onnx", help="the fused model (its .hexfuse.json spec beside it builds "
-                   "the CPU custom-op library)")
+    p.add_argument("original", metavar="ORIGINAL.onnx", nargs="?", help="the model as it was before `hexfuse fuse`")
+    p.add_argument("fused", metavar="FUSED.onnx", nargs="?", help="the fused model (its .hexfuse.json spec beside it "
+                   "builds the CPU custom-op library)")
+    p.add_argument("--import", dest="import_dir", metavar="RESULTS", help="report the results folder run_ab.py of a "
+                   "`hexfuse bundle` wrote (device or simulator) instead of running; models from the bundle, or "
+                   "ORIGINAL FUSED as given to `hexfuse bundle` (docs/device.md)")
     p.add_argument("--ep", choices=("cpu", "qnn"), default=_D.ep,
                    help="execution provider: cpu (ONNX Runtime CPU EP) or qnn (QNN EP, HTP backend; a simulator on "
                    f"x86) (default {_D.ep})")
@@ -56,7 +60,7 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--report-dir", metavar="REPORT_DIR",
                    help="where report.json/.md, trace.json, latency.png and profiles go (default <FUSED stem>_ab/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr (errors still print)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, ab_parser=p)
 
 
 def options_from_args(args: argparse.Namespace) -> AbOptions:
@@ -92,9 +96,29 @@ def summary_line(rep: dict) -> str:
     return msg
 
 
+def _imported(args: argparse.Namespace) -> dict:
+    from .imported import import_results
+
+    for flag, value in (("--op-package", args.op_package), ("--qnn-config", args.qnn_config),
+                        ("--inputs", args.inputs)):
+        if value:
+            raise HexfuseError(f"{flag} does not apply to --import (the bundle fixed it)")
+    results = Path(args.import_dir)
+    o = AbOptions(original=str(results / "results.json"), fused=str(results / "results.json"), ep="qnn",
+                  report_dir=args.report_dir or f"{results.resolve()}_ab", atol=args.atol, rtol=args.rtol,
+                  min_cosine=args.min_cosine, seed=args.seed, quiet=args.quiet)
+    check_options(o)
+    return import_results(args.import_dir, o, args.original, args.fused)
+
+
 def run(args: argparse.Namespace) -> int:
     """0 when every fused run matches the original; equivalence failure raises after the report is written."""
-    rep = run_ab(options_from_args(args))
+    if args.import_dir:
+        rep = _imported(args)
+    elif not (args.original and args.fused):
+        args.ab_parser.error("ORIGINAL.onnx and FUSED.onnx are required (or --import RESULTS)")
+    else:
+        rep = run_ab(options_from_args(args))
     if not rep["equivalence"]["passed"]:
         bad = [f"{k}:{o['output']}" for k, e in rep["equivalence"]["runs"].items()
                for o in e["outputs"] if not o["passed"]]

@@ -63,6 +63,11 @@ def render_md(r: dict) -> str:
          f"- platform: {r['platform']['system']} {r['platform']['machine']}, onnxruntime {r['platform']['onnxruntime']}"
          + (f", onnxruntime-qnn {r['platform'].get('onnxruntime_qnn')}" if r["ep"] == "qnn" else ""),
          f"- inputs: {r['inputs']['source']}; {r['iters']} timed iterations after {r['warmup']} warmup, interleaved"]
+    if r.get("imported"):
+        imp = r["imported"]
+        form = "context binaries prepared on x86" if imp["form"] == "context" else "ONNX models prepared on the device"
+        L.append(f"- imported from `{imp['results']}` (run_ab.py of a bundle for {imp['target']['name']}; {form}); "
+                 "session creation s: " + ", ".join(f"{k} {v:.3f}" for k, v in imp["session_seconds"].items()))
     if r["simulator"]:
         L.append("- **x86 HTP simulator**: outputs and node assignment are real; times and cycles are "
                  "functional only and say nothing about a device.")

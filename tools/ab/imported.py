@@ -1,0 +1,187 @@
+"""`hexfuse ab --import RESULTS`: report a device run like a normal `hexfuse ab --ep qnn` run.
+
+RESULTS is the folder `run_ab.py` of a `hexfuse bundle` wrote (on a device, or on x86 against the HTP
+simulator): results.json (schema "hexfuse-device-results/1"), outputs/<run>.npz, profiles/<level>/<run>/.
+The models come from the bundle RESULTS sits in (RESULTS/../bundle.json, checked by digest), or from
+ORIGINAL FUSED given on the command line (checked against the digests of the files the bundle was made
+from). Equivalence, speedups, cycles and engine timelines are computed here with the harness's own code,
+the same checks refuse runs that did not run where asked, and the detailed profiles are copied into the
+report folder as qnn_profile_<run>.csv (what `hexfuse calibrate` reads).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from hexfuse.graph_passes.errors import HexfuseError
+
+from . import baselines, compare, guards, latency, models, profile, qnn_session, report, timeline
+from .options import AbOptions
+from .sessions import RunConfig
+
+SCHEMA = "hexfuse-device-results/1"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_results(folder: Path) -> dict:
+    path = folder / "results.json"
+    if not folder.is_dir():
+        raise HexfuseError(f"results folder {folder} not found")
+    if not path.is_file():
+        raise HexfuseError(f"{folder} holds no results.json (is it the folder run_ab.py wrote?)")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise HexfuseError(f"{path} is not valid JSON: {e}".replace("\n", " ")) from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else None
+        raise HexfuseError(f"{path}: schema {got!r} is not {SCHEMA} (results of another tool or version)")
+    return data
+
+
+def _model_paths(folder: Path, res: dict, original: str | None, fused: str | None) -> tuple[Path, Path]:
+    if original or fused:
+        if not (original and fused):
+            raise HexfuseError("give both ORIGINAL and FUSED with --import, or neither (the bundle's are used)")
+        pairs = ((Path(original), res["bundle"]["original_sha256"], "ORIGINAL"),
+                 (Path(fused), res["bundle"]["fused_sha256"], "FUSED"))
+        for path, digest, what in pairs:
+            if not path.is_file():
+                raise HexfuseError(f"model file not found: {path}")
+            if _sha256(path) != digest:
+                raise HexfuseError(f"{what} {path} is not the model the bundle of {folder} was made from (sha256 differs)")
+        return Path(original), Path(fused)
+    bundle = folder.resolve().parent
+    manifest = bundle / "bundle.json"
+    if not manifest.is_file():
+        raise HexfuseError(f"no bundle.json beside {folder}: put the results folder back into its bundle, or give "
+                           "ORIGINAL FUSED (the files the bundle was made from)")
+    if _sha256(manifest) != res["bundle"]["manifest_sha256"]:
+        raise HexfuseError(f"{folder} was written by another bundle than {bundle} (bundle.json digest differs)")
+    data = json.loads(manifest.read_text())
+    return bundle / data["original"]["model"], bundle / data["fused"]["model"]
+
+
+def _outputs(folder: Path, rel: str, n: int) -> list[np.ndarray]:
+    path = folder / rel
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return [z[f"out_{i}"] for i in range(n)]
+    except (OSError, KeyError, ValueError) as e:
+        raise HexfuseError(f"cannot read outputs {path}: {type(e).__name__}") from None
+
+
+def _profile(folder: Path, res: dict, key: str, out_dir: Path) -> tuple[dict | None, list[dict]]:
+    """The detailed profile of one run, copied into the report folder and summarized as runner does."""
+    entry = res.get("profiles", {}).get("detailed", {}).get(key)
+    if entry is None:
+        return None, []
+    csv_path = folder / entry["dir"] / "profile.csv"
+    copy = out_dir / f"qnn_profile_{key}.csv"
+    shutil.copyfile(csv_path, copy)
+    parsed = profile.parse_qnn_csv(copy)
+    rows = [{"name": n, "duration": c, "start": None} for n, c in parsed["nodes"]]
+    summary = {"format": "qnn_csv", "file": copy.name, "unit": "cycles", "runs": parsed["runs"],
+               "accelerator_cycles_median": float(np.median(parsed["accelerator_cycles"]))
+               if parsed["accelerator_cycles"] else None,
+               "serial_sum_cycles": float(sum(c for _, c in parsed["nodes"])),
+               "nodes": [{"name": n, "cycles": c} for n, c in parsed["nodes"]]}
+    return summary, rows
+
+
+def _check_runs(res: dict, cfgs: dict[str, RunConfig], assign: dict[str, qnn_session.Assignment]) -> None:
+    """The harness's guards, on the assignment the device recorded."""
+    ref = res["reference"]
+    for run in res["runs"]:
+        a, cfg = assign[run["key"]], cfgs[run["key"]]
+        if not a.nodes:
+            continue  # (onnxruntime without assignment info: run_ab.py recorded none)
+        guards.check_ran_on_qnn(cfg, a)
+        if run["package"] and res["form"] == "onnx":  # a context session shows one EPContext node
+            guards.check_claims(cfg, a, run.get("claims") or {}, qnn_session.QNN_EP)
+        if run["role"] == "fused" and assign[ref].nodes:
+            guards.check_placement(cfg, a, assign[ref])
+
+
+def import_results(results_dir: str, o: AbOptions, original: str | None = None, fused: str | None = None) -> dict:
+    from .runner import _cycles_section, _headline
+
+    folder = Path(results_dir)
+    res = load_results(folder)
+    orig_path, fused_path = _model_paths(folder, res, original, fused)
+    orig_m, fused_m = models.load_model(orig_path), models.load_model(fused_path)
+    fused_types = models.fused_op_types(fused_m)
+    ref = res["reference"]
+    keys = [r["key"] for r in res["runs"]]
+    if ref not in keys:
+        raise HexfuseError(f"{folder}: the reference run {ref} is missing")
+    cfgs = {r["key"]: RunConfig(r["key"], r["label"], r["source"], r["role"], "qnn") for r in res["runs"]}
+    assign = {r["key"]: qnn_session.Assignment(list(r.get("assignment") or [])) for r in res["runs"]}
+    _check_runs(res, cfgs, assign)
+    names = res["output_names"]
+    outs = {k: _outputs(folder, r["outputs"], len(names)) for k, r in zip(keys, res["runs"])}
+    equiv = {k: compare.compare_outputs(names, outs[ref], outs[k], o.atol, o.rtol, o.min_cosine)
+             for k in keys if k != ref}
+    times = {k: np.asarray(res["latency_ms"][k], dtype=float) for k in keys}
+    out_dir = Path(o.report_dir or f"{folder.resolve()}_ab")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise HexfuseError(f"report directory {out_dir} exists and is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    profiles, timelines = {}, {}
+    for r in res["runs"]:
+        summary, rows = _profile(folder, res, r["key"], out_dir)
+        if summary is not None:
+            profiles[r["key"]] = summary
+            timelines[r["key"]] = timeline.build(rows, orig_m if r["role"] == "original" else fused_m, "cycles")
+    primary = "b4_fused_concurrent" if "b4_fused_concurrent" in keys else next((k for k in keys if k != ref), "")
+    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b,
+                           note=baselines.pair_note("qnn", a, b))
+                for name, a, b in baselines.gain_pairs(set(keys))}
+    plan = baselines.Plan(reference=ref, primary_fused=primary)
+    base_rows = [{"key": r["key"], "label": r["label"], "available": True, "reason": None, "model": r["source"],
+                  "role": r["role"], "ep": "qnn", "latency": latency.stats(times[r["key"]])} for r in res["runs"]]
+    base_rows += [dict(u, available=False) for u in res["unavailable"]]
+    plat = dict(res["platform"])
+    rep = {
+        "models": {"original": str(orig_path.resolve()), "fused": str(fused_path.resolve()),
+                   "fused_op_types": fused_types, "fused_node_count": len(models.fused_nodes(fused_m))},
+        "ep": "qnn", "platform": plat, "simulator": bool(plat.get("simulator")),
+        "qnn_preset": {"name": res["bundle"]["target"]["preset"], "source": "bundle provider_options.json",
+                       "provider_options": res["provider_options"],
+                       "disable_cpu_ep_fallback": res["disable_cpu_ep_fallback"]},
+        "op_package": {"library": sorted({e.split(":")[1] for e in res["op_packages"].split(",") if e.count(":") >= 2}),
+                       "package": res["op_packages"].split(":")[2].removesuffix("InterfaceProvider"),
+                       "op_types": fused_types} if res["op_packages"] else None,
+        "cpu_custom_op_library": None,
+        "inputs": {"source": "bundle inputs.npz", "tensors": {}},
+        "iters": res["iters"], "warmup": res["warmup"],
+        "reference": ref, "primary_fused": primary,
+        "baselines": base_rows,
+        "equivalence": {"passed": all(e["passed"] for e in equiv.values()), "against": ref, "runs": equiv},
+        "speedups": speedups,
+        "headline": speedups.get(_headline(plan, speedups)),
+        "assignment": {k: a.summary() for k, a in assign.items()},
+        "profiles": profiles,
+        "engines": {k: {kk: v for kk, v in tl.items() if kk != "events"} for k, tl in timelines.items()},
+        "cycles": _cycles_section(profiles),
+        "report_dir": str(out_dir),
+        "raw_latency_ms": {k: [round(float(x), 6) for x in v] for k, v in times.items()},
+        "imported": {"results": str(folder.resolve()), "form": res["form"], "target": res["bundle"]["target"],
+                     "session_seconds": {r["key"]: r["session_seconds"] for r in res["runs"]},
+                     "profile_levels": res.get("levels", []),
+                     "optrace_files": {k: [f"{v['dir']}/{f}" for f in v["files"]]
+                                       for k, v in res.get("profiles", {}).get("optrace", {}).items()}},
+    }
+    report.write_all(out_dir, rep, timelines, times)
+    return rep

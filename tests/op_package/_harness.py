@@ -48,7 +48,8 @@ class Case:
 
 def fuse(model: Path, out: Path) -> Path | None:
     """Run the graph pass; None when nothing was fused."""
-    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify"])
+    # margin 0: the kernels are under test, not the payoff (on HTP resnet50's groups predict below 10%)
+    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify", "--min-gain", "0"])
     assert code == 0, f"hexfuse fuse failed on {model}"
     spec_file = out.with_suffix(".hexfuse.json")
     return out if spec_file.exists() and load_spec(str(spec_file)).fused_ops else None

@@ -75,11 +75,14 @@ class NodeEngines:
     def describe(self) -> str:
         """'hmx: ConvLayer_s1.opt x4; dma: ConvLayer.opt.weights_to_vtcm' (kernels by resource)."""
         if not self.kernels:
-            return f"folded into {self.folded_into} by QNN" if self.folded_into else "no op in QNN's final schedule"
+            return f"folded into {self.folded_into} by QNN" if self.folded_into else "no op of its own in QNN's schedule"
         parts: dict[str, list[str]] = {}
         for kernel in self.kernels:
             parts.setdefault(kernel.resource, []).append(kernel.name + (f" x{kernel.count}" if kernel.count > 1 else ""))
         return "; ".join(f"{resource}: {', '.join(names)}" for resource, names in parts.items())
+
+
+_NO_OP = NodeEngines("none", "none")  # a node QNN runs no op for (part of a QDQ unit, folded, or removed)
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,21 @@ class EngineMap:
     path: str = field(default="", compare=False)  # where it was read from ("" when built in memory)
 
     def node(self, name: str) -> NodeEngines | None:
-        return self.nodes.get(name) if name else None
+        """The node's entry; a node with no op in the final schedule gets an empty one; None if unknown."""
+        if not name:
+            return None
+        found = self.nodes.get(name)
+        if found is None and name in self._absent:
+            return _NO_OP
+        return found
+
+    @property
+    def _absent(self) -> frozenset[str]:
+        cached = self.__dict__.get("_absent_set")
+        if cached is None:
+            cached = frozenset(self.absent)
+            object.__setattr__(self, "_absent_set", cached)  # frozen dataclass: a cache, not state
+        return cached
 
     def to_json(self) -> str:
         def kernels(ks: tuple[Kernel, ...]) -> list[list[Any]]:

@@ -108,6 +108,7 @@ class Decision:
     resource: str  # hmx | hvx | dma | main | none: where the node's work runs (QNN today, or by the rules)
     source: str  # RULES | OPTRACE
     note: str = ""  # what a report adds: 'move on HVX', 'folded into conv0 by QNN', the kernels
+    moves: bool = False  # the node only moves data (by the map's kernels, else by its op type)
 
 
 def htp_engine(engine: Engine) -> Engine:
@@ -119,19 +120,19 @@ def decide(op_type: str, domain: str, node: NodeEngines | None, htp: bool) -> De
     """``node``: the engine map's entry (None: no map, or the node is not in it); ``htp``: non-matrix
     tasks run as HVX task ops (else the host executor's lanes, where the map does not apply)."""
     rule = engine_of(op_type, domain)
+    moves = rule is Engine.DMA
     if not htp or rule in (Engine.FREE, Engine.OPAQUE):  # views stay views even where QNN copies them
-        return Decision(rule, _RULE_RESOURCE[rule], RULES)
+        return Decision(rule, _RULE_RESOURCE[rule], RULES, moves=moves)
     engine = htp_engine(rule)
-    if node is None or not node.kernels:
-        if node is not None and node.folded_into:
-            return Decision(engine, "none", OPTRACE, f"folded into {node.folded_into} by QNN")
-        note = "move on HVX (task op)" if rule is Engine.DMA else ""
-        return Decision(engine, _RULE_RESOURCE[engine], RULES, note)
+    if node is None:
+        return Decision(engine, _RULE_RESOURCE[engine], RULES, "move on HVX" if moves else "", moves)
+    if not node.kernels:  # QNN runs no op of its own for it: folded into another node's kernels, or removed
+        return Decision(engine, "none", OPTRACE, node.describe(), moves)
     kernels = node.describe()
     if rule is Engine.MATRIX:
         where = node.resource.upper()
         note = f"QNN's own ops on {where}" + ("" if node.engine == "matrix" else " (no matrix kernel)")
         return Decision(engine, node.resource, OPTRACE, f"{note}: {kernels}")
     if node.moves_only:
-        return Decision(engine, node.resource, OPTRACE, f"move on {node.resource.upper()}: {kernels}")
+        return Decision(engine, node.resource, OPTRACE, f"move on {node.resource.upper()}: {kernels}", True)
     return Decision(engine, node.resource, OPTRACE, kernels)

@@ -21,10 +21,22 @@ from hexfuse.graph_passes.io import write_atomic
 from hexfuse.graph_passes.spec import FusedOp
 
 
-def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0) -> CostScorer:
-    """The scorer for ``--target``/``--min-gain``/``--min-overlap``: a bundled target name (see
-    ``list_targets()``) or a JSON path."""
-    return CostScorer(target if isinstance(target, Target) else load_target(target), min_gain, min_overlap)
+def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
+               allow_merge_only: bool = False, model: str | Path | None = None,
+               engines: str | Path | None = None) -> CostScorer:
+    """The scorer for ``--target``/``--min-gain``/``--min-overlap``/``--allow-merge-only``: a bundled
+    target name (see ``list_targets()``) or a JSON path. With ``model``, the engine map of that model
+    and target comes along: ``engines`` (a file), else one found beside the model or in the cache."""
+    loaded = target if isinstance(target, Target) else load_target(target)
+    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only)
+    if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
+        from hexfuse.graph_passes.engine_map import file_sha256, find_engine_map
+
+        lookup = find_engine_map(model, file_sha256(model), loaded.name, engines)
+        scorer.engines, scorer.engines_note = lookup.engine_map, lookup.note
+    elif engines is not None and model is None:
+        raise HexfuseError("an engine map needs the model it was made from")
+    return scorer
 
 
 def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:

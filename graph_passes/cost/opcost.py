@@ -23,8 +23,9 @@ Two views of a task (DESIGN.md section 7, the HTP executor of op_package/htp_exp
 
     today   as QNN runs the original nodes: one QNN op per compute node, QNN's kernels, its whole
             HVX pool; with an engine map (engine_map.py) each node where QNN runs it: a matrix op on
-            HMX or HVX, HVX helpers and DMA moves beside it only where the map lists them, a node
-            QNN folds into another costs nothing
+            HMX or HVX, HVX helpers and DMA moves beside it only where the map lists them, a non-matrix
+            node QNN runs no op for (folded into another's kernels, or removed) costs nothing; a matrix
+            node without ops of its own keeps its estimate (QNN merged its work into a neighbour's op)
     fused   as the fused op runs it: a matrix task is the same QNN ops (so the same cost); any other
             task is one package task op on HVX (``TaskCost.today`` keeps the first view where it differs)
 """
@@ -274,8 +275,8 @@ def node_cost(node: NodeSpec, st: Storage, target: Target, facts: NodeEngines | 
     cls = op_class(node, st.tensors)
     if node.op_type in _MATRIX:
         return _matrix_cost(node, cls, st, target, facts)
-    if facts is not None and facts.folded_into and not facts.kernels:
-        return None  # its work happens inside the kernels of the node it was folded into
+    if facts is not None and not facts.kernels:
+        return None  # QNN runs no op of its own for it: folded into another node's kernels, or removed
     cost = _stream_cost(node, cls, st, target, on_dma=facts is not None and facts.resource == "dma")
     return replace(cost, slices=facts.hvx_slices) if facts is not None and cost.engine == "hvx" else cost
 

@@ -119,6 +119,6 @@ def run(args: argparse.Namespace) -> int:
     classes = ", ".join(f"{c} x{fit.factors[c]:.3g} ({n} nodes)" for c, n in sorted(fit.nodes_used.items()))
     engines = ", ".join(f"{engine} {count}" for engine, count in fit.rows_by_engine.items())
     print(f"hexfuse: calibrated {name}: {classes}; {fit.overheads}; {lookup.note}; median |log error| {fit.residual:.3f}; "
-          f"{len(fit.skipped)} profile rows matched no model node; rows by engine (op-type rules): {engines}; wrote {out}",
+          f"{len(fit.skipped)} profile rows matched no model node; rows by engine: {engines}; wrote {out}",
           file=sys.stderr)
     return 0

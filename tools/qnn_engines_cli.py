@@ -72,14 +72,16 @@ def summary(engine_map: EngineMap, model: onnx.ModelProto) -> dict:
 def run(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.errors import HexfuseError
-    from hexfuse.tools.qnn_engines import build_engine_map
+    from hexfuse.tools.qnn_engines import build_engine_map, provider_options
 
     target = load_target(args.target).name
     model = Path(args.model)
     if not model.is_file():
         raise HexfuseError(f"model {model} not found")
     if args.schematic is None:
-        print(f"hexfuse: preparing {model.name} on the QNN EP (HTP) with optrace for {target}", file=sys.stderr)
+        preset, _ = provider_options(target, args.preset)  # an unknown target fails before anything runs
+        print(f"hexfuse: preparing {model.name} on the QNN EP (HTP, preset {preset}) with optrace for {target}",
+              file=sys.stderr)
     engine_map = build_engine_map(model, target, args.preset, args.schematic, args.keep)
     out = Path(args.output) if args.output else beside_path(model, target) if args.beside else \
         cache_path(engine_map.model_sha256, target)

@@ -134,7 +134,7 @@ class CostScorer:
                 f"merge only: {reason}; entry merging alone would save {base.entry_merge_gain:.1%}, of which "
                 f"{_share(base.constants_ns, base.t1_serial - base.t3_fused_serial)} rests on the dispatch_ns / "
                 "hvx_launch_ns estimates (--allow-merge-only fuses it)"), details)
-        if base.overlap_gain < self.min_overlap:
+        if self.min_overlap > 0 and base.overlap_gain < self.min_overlap:  # (none at all: the rule above)
             reason = self._why_not(costs, alone) or (
                 f"little overlap: engine-overlap gain {base.overlap_gain:.1%} < --min-overlap {self.min_overlap:.0%} "
                 f"(entry merge alone would save {base.entry_merge_gain:.1%})")

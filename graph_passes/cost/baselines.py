@@ -25,6 +25,11 @@ from the task op running on HVX while the main thread issues the matrix ops.
     t2 |d|==A==|d+l|===B===|  (B's first  t4 |d|==A=====|
                   ^^ B prefetch hidden)      |d+l|=====B (1 ctx)=====|
 
+VTCM: QNN tiles its own matrix ops into VTCM, but a task op gets its tensors whole (those small enough to
+stay resident; bigger ones stream from DDR). When those and the matrix task's smallest tiles cannot sit
+in VTCM together, QNN's VTCM address reuse adds ordering edges between the two and the concurrent run
+degenerates to the serial one (``vtcm_ordered``: t4 = t3).
+
 The estimated per-op constants enter linearly: t2 - t4 = engine time saved + dispatch_ns x (ops
 saved) + hvx_launch_ns x (HVX launches saved); ``Baselines.constants_ns`` is that part, so a report can
 say how much of a predicted gain rests on them.
@@ -63,6 +68,7 @@ class Baselines:
     launches_fused: int = 0
     dispatch_ns: float = 0.0  # the target's estimates these counts were priced with
     hvx_launch_ns: float = 0.0
+    vtcm_ordered: bool = False  # VTCM reuse orders the task ops after the matrix work (t4 = t3)
 
     @property
     def fused_overhead_ns(self) -> float:
@@ -125,6 +131,13 @@ def fused_contexts(cost: TaskCost, target: Target) -> int | None:
     return None if cost.engine == "matrix" else target.op_hvx_contexts
 
 
+def vtcm_ordered(costs: list[TaskCost], target: Target) -> bool:
+    """The task ops' resident tensors and the matrix tasks' smallest tiles do not fit VTCM together."""
+    task_ops = sum(max(0.0, c.vtcm_bytes - c.ddr_in - c.ddr_out) for c in costs if c.engine != "matrix")
+    matrix = sum(c.min_tile_bytes for c in costs if c.engine == "matrix")
+    return task_ops > 0 and matrix > 0 and task_ops + matrix > target.vtcm_bytes
+
+
 def _fused_counts(costs: list[TaskCost]) -> tuple[int, int]:
     """(QNN ops, HVX launches) after the expansion: matrix tasks keep their ops, other tasks are one task op."""
     ops = sum(c.dispatches if c.engine == "matrix" else 1 for c in costs)
@@ -157,9 +170,11 @@ def predict(costs: list[TaskCost], target: Target, choice: QuotaChoice | None = 
     choice = choice or search_quota(costs, target)
     ops, launches = _fused_counts(costs)
     overhead = target.dispatch_ns * ops + target.hvx_launch_ns * launches
+    ordered = vtcm_ordered(costs, target)
+    concurrent = serial if ordered else choice.schedule
     t3 = overhead + serial.makespan
-    t4 = overhead + choice.schedule.makespan
+    t4 = overhead + concurrent.makespan
     ops_today = sum(c.original.dispatches for c in costs)
     launches_today = sum(c.original.hvx_ops for c in costs)
-    return Baselines(t1, t2, t3, t4, serial, choice.schedule, choice, tuple(alone), ops_today, ops, launches_today,
-                     launches, target.dispatch_ns, target.hvx_launch_ns)
+    return Baselines(t1, t2, t3, t4, serial, concurrent, choice, tuple(alone), ops_today, ops, launches_today,
+                     launches, target.dispatch_ns, target.hvx_launch_ns, ordered)

@@ -18,7 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from hexfuse.graph_passes.balance import Verdict
-from hexfuse.graph_passes.cost.baselines import Baselines, alone_plan, best_existing, fused_contexts, overhead_ns, predict
+from hexfuse.graph_passes.cost.baselines import (
+    Baselines,
+    alone_plan,
+    best_existing,
+    fused_contexts,
+    overhead_ns,
+    predict,
+    vtcm_ordered,
+)
 from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
@@ -144,6 +152,10 @@ class CostScorer:
             f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details)
 
     def _why_not(self, costs: list[TaskCost], alone: list[float]) -> str:
+        if vtcm_ordered(costs, self.target):
+            resident = sum(max(0.0, c.vtcm_bytes - c.ddr_in - c.ddr_out) for c in costs if c.engine != "matrix")
+            return (f"VTCM-ordered: the task op's resident tensors ({resident / 2**20:.2f} MB) and the matrix task's "
+                    f"smallest tiles do not fit {self.target.vtcm_mb:g} MB together; QNN's VTCM reuse orders them")
         on_hvx = [c for c in costs if c.engine == "matrix" and c.main_lane == "hvx"]
         if on_hvx and len(costs) == 2:  # e.g. an fp32 MatMul that QNN runs on an HVX kernel
             source = "the engine map" if self.engines is not None else "the op-type rules"
@@ -199,7 +211,7 @@ def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]
         "hvx_launches_serial": float(base.launches_serial), "hvx_launches_fused": float(base.launches_fused),
         "dispatch_ns": base.dispatch_ns, "hvx_launch_ns": base.hvx_launch_ns,
         "saved_ns": round(base.saved_ns, 1), "saved_by_dispatch_ns": round(base.dispatch_saved_ns, 1),
-        "saved_by_hvx_launch_ns": round(base.launch_saved_ns, 1),
+        "saved_by_hvx_launch_ns": round(base.launch_saved_ns, 1), "vtcm_ordered": float(base.vtcm_ordered),
     }
     for i, plan in enumerate(base.choice.plans):  # tasks by position in the group
         details[f"quota.task{i}.hvx_contexts"] = float(plan.hvx_contexts)

@@ -109,3 +109,14 @@ def test_vector_work_qnn_slices_uses_more_contexts_today():
     assert cost.original.slices == 3 and today_contexts(cost, V75) == 3  # QNN cut it into three HVX ops
     assert cost.slices == 0  # as a task op it runs on one HVX thread
     assert today_contexts(replace(cost, today=None), V75) == V75.op_hvx_contexts  # unmeasured: one HVX op
+
+
+def test_vtcm_reuse_orders_a_task_op_whose_tensors_crowd_out_the_matrix_tiles():
+    op = fused(matmul_task("m", 512, 1024, 1024), vector_task("v", (1024, 1024), "Softmax"))
+    roomy = CostScorer(V75, 0.0).predict(op)
+    assert not roomy.vtcm_ordered and roomy.t4_fused_concurrent < roomy.t3_fused_serial
+    tight = V75.with_values(vtcm_mb=2.5, resident_mb=2.0)  # the Softmax's 2 MB stay resident: no room beside
+    crowded = CostScorer(tight, 0.0).predict(op)
+    assert crowded.vtcm_ordered and crowded.t4_fused_concurrent == crowded.t3_fused_serial
+    verdict = CostScorer(tight, 0.0).score(op)
+    assert not verdict.accepted and "VTCM-ordered: " in verdict.reason  # the reason names the VTCM ordering

@@ -12,7 +12,8 @@ from onnx import helper
 
 from hexfuse.graph_passes.backend import Backend, supported
 from hexfuse.graph_passes.dataflow import Dataflow, overridable_initializers
-from hexfuse.graph_passes.engines import Engine
+from hexfuse.graph_passes.engine_map import EngineMap
+from hexfuse.graph_passes.engines import Decision, Engine, decide
 from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.hazards import BufferMap, Buffers, task_buffers
 from hexfuse.graph_passes.qdq_boundary import Peeled, claim_blocker, peel
@@ -31,6 +32,8 @@ class Analysis:
     label: Callable[[int], str] = field(repr=False)  # node index -> how reports name it (labels.py)
     folds: frozenset[str] = frozenset()  # epilogue op types folded into matrix units (folds.py)
     backend: Backend | None = None  # what runs the fused nodes can do (backend.py)
+    engine_map: EngineMap | None = None  # what QNN schedules per node today (engine_map.py)
+    htp: bool = False  # non-matrix tasks run as HVX task ops (QNN HTP): no DMA class
     _buffers: BufferMap | None = field(default=None, repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
@@ -45,15 +48,24 @@ class Analysis:
     @staticmethod
     def of(model: onnx.ModelProto, backend: Backend | None = None, *, folds: frozenset[str] = frozenset(),
            typed: onnx.GraphProto | None = None, aliases: Mapping[str, str] | None = None,
-           label: Callable[[int], str] | None = None, flat: FlatGraph | None = None) -> Analysis:
+           label: Callable[[int], str] | None = None, flat: FlatGraph | None = None,
+           engine_map: EngineMap | None = None) -> Analysis:
         """``model``: sorted nodes; its own value_info types them unless ``typed`` (an inferred graph,
-        with ``aliases`` for tensors only the model has) does. ``label`` names nodes in reasons."""
+        with ``aliases`` for tensors only the model has) does. ``label`` names nodes in reasons;
+        ``engine_map``: QNN's kernels per node (a map is HTP evidence: the HTP rules apply with it)."""
         flat = flat or FlatGraph.build(model, typed, aliases)
         label = label or _default_label(flat)
-        units = build_units(flat, supported(backend), folds, label)
+        htp = engine_map is not None or runs_on_htp(backend)
+        units = build_units(flat, supported(backend), folds, label, htp)
         reach = Reachability(units.successors)
         tasks = build_tasks(units, reach, flat.op_types)
-        return Analysis(flat, units, reach, tasks, label, folds, backend)
+        return Analysis(flat, units, reach, tasks, label, folds, backend, engine_map, htp)
+
+    def decision(self, index: int) -> Decision:
+        """Engine class, occupied resource and deciding source of node ``index`` (engines.decide)."""
+        flat = self.flat
+        facts = self.engine_map.node(flat.node(index).name) if self.engine_map is not None else None
+        return decide(flat.op_types[index], flat.domains[index], facts, self.htp)
 
     @cached_property
     def flow(self) -> Dataflow:
@@ -140,6 +152,11 @@ class Analysis:
         for engine in self.units.engine:
             counts[engine.value] += 1
         return counts
+
+
+def runs_on_htp(backend: Backend | None) -> bool:
+    """The backend runs fused ops on QNN's HTP (op_package/__init__.py names it 'qnn-htp')."""
+    return backend is not None and backend.name.startswith("qnn-htp")
 
 
 def _default_label(flat: FlatGraph) -> Callable[[int], str]:

@@ -165,7 +165,8 @@ def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> Analy
                         copies.sources, copies.copies, MIN_OPSET if loaded.upgraded_from is not None else None)
     timings["prepare"] = time.process_time() - mark
     mark = time.process_time()
-    analysis = Analysis.of(prepared, backend, folds=_folds(scorer), flat=flat, label=labels)
+    analysis = Analysis.of(prepared, backend, folds=_folds(scorer), flat=flat, label=labels,
+                           engine_map=getattr(scorer, "engines", None))  # the cost scorer carries the model's map
     timings["analyse"] = time.process_time() - mark
     mark = time.process_time()
     already = _is_fused(loaded.model)

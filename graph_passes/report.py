@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from hexfuse.graph_passes.balance import Scorer
+from hexfuse.graph_passes.engine_report import gain_split, group_lines, task_engines
 from hexfuse.graph_passes.pipeline import AnalyzeResult
 from hexfuse.graph_passes.sources import Sources
 from hexfuse.graph_passes.tasks import Task
@@ -42,7 +43,7 @@ def _task_entry(result: AnalyzeResult, task: Task) -> dict[str, Any]:
               if i != units.core[u] and ops[i] in analysis.folds]  # epilogues folded into the unit's matrix op
     return {"engine": task.engine.value, "units": len(task.units), "nodes": len(analysis.task_nodes(task)),
             "compute_ops": [analysis.label(units.core[u]) for u in task.units if units.engine[u].value != "free"]
-            or [analysis.label(units.core[task.units[0]])], "folded": folded}
+            or [analysis.label(units.core[task.units[0]])], "folded": folded, "engines": task_engines(analysis, task)}
 
 
 def _times(details: dict[str, float]) -> dict[str, float | None]:
@@ -92,7 +93,8 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         groups.append({"fused_node": node.node_name, "op_type": result.fused_ops[node.op].op_type,
                        "source": sources.describe(node.group.tasks),
                        "tasks": [_task_entry(result, task) for task in node.group.tasks],
-                       "gain": round(verdict.gain, 6), "reason": verdict.reason, **_times(verdict.details)})
+                       "gain": round(verdict.gain, 6), "reason": verdict.reason, **_times(verdict.details),
+                       "gain_split": gain_split(verdict.details)})
     reasons = result.selection.reasons
     kinds = Counter(_reason_kind(reason) for reason in reasons.values())
     examples: dict[str, str] = {}
@@ -103,6 +105,8 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         "target": target.name if target is not None else scorer.name,
         "min_gain": getattr(scorer, "min_gain", None), "min_overlap": getattr(scorer, "min_overlap", None),
         "folds": sorted(analysis.folds),
+        "engine_map": _engine_map(analysis, scorer),
+        "allow_merge_only": getattr(scorer, "allow_merge_only", None),
         "units_by_engine": analysis.engine_histogram(),
         "tasks": {"fusable": len(fusable), "total": len(analysis.tasks)},
         "already_fused": result.already_fused,
@@ -116,6 +120,17 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
             if every_task else None,
         },
     }
+
+
+def _engine_map(analysis, scorer: Scorer) -> dict[str, Any]:
+    """Which source decided the engines: the engine map (how many compute nodes it covers) or the rules."""
+    units = analysis.units
+    cores = [units.core[u] for u in range(len(units)) if units.engine[u].value in ("matrix", "vector", "dma")]
+    decided = Counter(analysis.decision(i).source for i in cores)
+    found = analysis.engine_map
+    return {"note": getattr(scorer, "engines_note", "") or ("engine map given" if found else "no engine map: op-type rules"),
+            "file": found.path if found is not None else None, "htp": analysis.htp,
+            "decided_by": dict(sorted(decided.items()))}
 
 
 def _cell(value: float | None, digits: int = 2) -> str:
@@ -140,6 +155,10 @@ def _header(data: dict[str, Any]) -> list[str]:
     lines.append(f"- units by engine: {histogram}")
     lines.append(f"- tasks: {data['tasks']['fusable']} fusable of {data['tasks']['total']}")
     lines.append(f"- target: `{data['target']}`; epilogues folded into matrix ops: {', '.join(data['folds']) or 'none'}")
+    engines = data["engine_map"]
+    lines.append(f"- engines: {engines['note']}; compute units decided by " + (", ".join(
+        f"{source} {count}" for source, count in engines["decided_by"].items()) or "-")
+        + ("; non-matrix tasks run as HVX task ops (QNN HTP)" if engines["htp"] else ""))
     lines.append(f"- fused groups: {len(data['groups'])}, calling {len(data['op_types'])} op types "
                  "(identical groups share one function and one kernel)")
     if data["already_fused"]:
@@ -152,7 +171,7 @@ def _summary(summary: dict[str, Any]) -> list[str]:
         f"## Predicted latency of the whole model (cost model, target `{summary['target']}`)", "",
         "| | us | of serial |", "|---|---|---|",
         f"| serial: every op its own QNN op, one after another | {summary['serial_us']:.2f} | 100.0% |",
-        f"| saved by entry merging (one dispatch per fused node) | {summary['entry_merge_us']:.2f} | {summary['entry_merge_gain']:.1%} |",
+        f"| saved by entry merging (fewer ops: each non-matrix task becomes one task op) | {summary['entry_merge_us']:.2f} | {summary['entry_merge_gain']:.1%} |",
         f"| saved by engine overlap (tasks on their engines at once) | {summary['overlap_us']:.2f} | {summary['overlap_gain']:.1%} |",
         f"| fused | {summary['fused_us']:.2f} | {1 - summary['total_gain']:.1%} |", "",
         f"Total gain {summary['total_gain']:.1%} = entry merge {summary['entry_merge_gain']:.1%} + overlap "
@@ -184,10 +203,20 @@ def _groups(data: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _engines(data: dict[str, Any]) -> list[str]:
+    lines = ["## Engines and gain per fused group", "",
+             "What runs where and how in each fused node, which source decided (the optrace engine map or the "
+             "op-type rules), and the predicted saving split into entry merge and overlap with the part that "
+             "rests on the estimated per-op constants (dispatch_ns, hvx_launch_ns).", ""]
+    for group in data["groups"]:
+        lines += group_lines(group)
+    return lines + [""]
+
+
 def _op_types(data: dict[str, Any]) -> list[str]:
     lines = _table("## Op types (one function and one kernel each)",
-                   "Per fused node: t1 original serial, t2 best existing (QNN DMA prefetch), t3 one entry serial, t4 one "
-                   "entry concurrent (us). Entry merge = (t1-t3)/t1 and overlap = (t3-t4)/t1 add up to 1 - t4/t1; "
+                   "Per fused node: t1 original serial, t2 best existing (QNN DMA prefetch), t3 the expanded ops serial "
+                   "(barrier), t4 concurrent (us). Entry merge = (t1-t3)/t1 and overlap = (t3-t4)/t1 add up to 1 - t4/t1; "
                    "gain = 1 - t4/t2.",
                    ["op type", "fused nodes", "tasks", "t1", "t2", "t3", "t4", "entry merge", "overlap", "gain",
                     "quota (HVX ctx / VTCM MB / tiles)"])
@@ -209,7 +238,7 @@ def render_report(data: dict[str, Any]) -> str:
         lines += ["## Written model", "", "Besides the fused nodes, a runtime sees these changes:", ""]
         lines += [f"- {line}" for line in data["written_model"]] + [""]
     if data["groups"]:
-        lines += _groups(data) + _op_types(data)
+        lines += _groups(data) + _engines(data) + _op_types(data)
     if data["not_fused"]["by_kind"]:
         lines += ["## Not fused", "", "| reason | tasks | example |", "|---|---|---|"]
         for entry in data["not_fused"]["by_kind"][:MAX_EXAMPLES]:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import onnx
 
-from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of
+from hexfuse.graph_passes.engines import FUSABLE_ENGINES, Engine, engine_of, htp_engine
 from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
 from hexfuse.graph_passes.folds import HOSTS, fold_source, is_host
 
@@ -202,12 +202,13 @@ def _group_successors(flat: FlatGraph, groups: list[list[int]], group_of: list[i
 
 
 def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
-                label: Callable[[int], str] | None = None) -> UnitGraph:
+                label: Callable[[int], str] | None = None, htp: bool = False) -> UnitGraph:
     """Units of the model. ``supported_ops``: the backend's capability table (None = no limit);
-    ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes."""
+    ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes;
+    ``htp``: non-matrix tasks run as HVX task ops (engines.htp_engine: no DMA class)."""
     label = label or (lambda index: f"#{index} {flat.op_types[index]}")
     ops, domains = flat.op_types, flat.domains
-    engines = {key: engine_of(*key) for key in set(zip(ops, domains))}
+    engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in set(zip(ops, domains))}
     constant, constant_tensors = _constant_nodes(flat, engines)
     groups = _group_nodes(flat, folds, constant_tensors)
     group_of: list[int] | None = None

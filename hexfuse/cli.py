@@ -37,7 +37,8 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
     for flag, value in (("--min-gain", args.min_gain), ("--min-overlap", args.min_overlap)):
         if not 0.0 <= value < 1.0:
             raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
-    return scorer_for(args.target, args.min_gain, args.min_overlap)
+    return scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
+                      model=args.model, engines=args.engines)
 
 
 def run_analyze(args: argparse.Namespace) -> int:
@@ -152,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--allow-scalar", action="store_true",
                          help="also fuse vector tasks whose kernels have no HVX path yet (they run as scalar C on "
                               "HTP: for host runs and simulator checks, not for speed)")
+        sub.add_argument("--allow-merge-only", action="store_true",
+                         help="also fuse groups predicted to gain by entry merging alone (default on HTP: only engine overlap)")
+        sub.add_argument("--engines", metavar="MAP.json", help="engine map of the model (`hexfuse engines`; default: "
+                         "one beside the model in engines/, else in the cache; none: op-type rules)")
         sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
                          help="also try N micro-batches along a row-independent axis; kept where predicted faster")
         sub.add_argument("--split", choices=("auto", "always"), default="auto",
@@ -165,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hexfuse.tools.ab.cli import register as register_ab
     from hexfuse.tools.device.cli import register as register_device
     from hexfuse.tools.optrace_cli import register as register_optrace
+    from hexfuse.tools.qnn_engines_cli import register as register_engines
 
     register_merge(commands)
     register_cost(commands)
@@ -172,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_ab(commands)
     register_device(commands)
     register_optrace(commands)
+    register_engines(commands)
     return parser
 
 

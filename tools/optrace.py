@@ -30,7 +30,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.io import write_atomic
 
 ENGINES = ("main", "hmx", "hvx", "dma")
-_WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name")
+_WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name", "graph_before_optimization")
 _MAX_BYTES = 256 << 20
 
 
@@ -69,6 +69,10 @@ class Schedule:
     spans: list[Span]
     nodes: dict[int, str]  # QNN node id -> node name
     gates: dict[str, tuple[int, int]] = field(default_factory=dict)  # op id (hex) -> (wait, signal)
+    # the graph QNN handed to HTP, before its optimizations: node id -> QNN op ('q::QNN_Conv2d'), and
+    # node id -> ids of the nodes producing its inputs (engine_map attribution walks it)
+    operations: dict[int, str] = field(default_factory=dict)
+    producers: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def of_node(self, name: str) -> list[Span]:
         ids = {i for i, n in self.nodes.items() if n == name or n.startswith(name + "_")}
@@ -177,13 +181,29 @@ def read_schematic(path: str | Path) -> Schedule:
         steps.append(Step(str(key), op_id, name, desc["runlist_pos"], _tuple(desc.get("op_flags")),
                           _tuple(desc.get("flags")), _tuple(desc.get("csts_in"))))
     steps.sort(key=lambda s: s.position)
-    nodes = {int(k): str(v) for k, v in (found.get("qnn_name_translations") or {}).items() if isinstance(k, int)}  # type: ignore[union-attr]
+    nodes = {k: v for k, v in (found.get("qnn_name_translations") or {}).items() if isinstance(k, int) and isinstance(v, str)}  # type: ignore[union-attr]
     gates: dict[str, tuple[int, int]] = {}
     for table in found.get("checkpoints_appended", []):  # type: ignore[union-attr]
         for op_id, pair in (table or {}).items():
             if isinstance(op_id, int) and isinstance(pair, list) and len(pair) == 2:
                 gates[hex(op_id)] = (int(pair[0]), int(pair[1]))
-    return Schedule(str(found.get("qnn_graph_name") or path.stem), steps, _spans(steps), nodes, gates)
+    operations, producers = _before_optimization(found.get("graph_before_optimization"))
+    graph = found.get("qnn_graph_name")  # a literal string, or the file's name (never an evaluated call's dict)
+    return Schedule(graph if isinstance(graph, str) and graph else path.stem, steps, _spans(steps), nodes, gates,
+                    operations, producers)
+
+
+def _before_optimization(graph: object) -> tuple[dict[int, str], dict[int, tuple[int, ...]]]:
+    """``{id: {'operation': 'q::QNN_Conv2d', 'inputs': [(producer id, output index), ...]}, ...}``."""
+    operations: dict[int, str] = {}
+    producers: dict[int, tuple[int, ...]] = {}
+    for key, node in (graph.items() if isinstance(graph, dict) else ()):
+        if not isinstance(key, int) or not isinstance(node, dict) or not isinstance(node.get("operation"), str):
+            continue
+        operations[key] = node["operation"]
+        edges = node.get("inputs") if isinstance(node.get("inputs"), list) else []
+        producers[key] = tuple(e[0] for e in edges if isinstance(e, list) and e and isinstance(e[0], int))
+    return operations, producers
 
 
 def find_schematics(folder: str | Path) -> list[Path]:

@@ -21,10 +21,22 @@ from hexfuse.graph_passes.io import refuse_overwrite, write_atomic
 from hexfuse.graph_passes.spec import FusedOp
 
 
-def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0) -> CostScorer:
-    """The scorer for ``--target``/``--min-gain``/``--min-overlap``: a bundled target name (see
-    ``list_targets()``) or a JSON path."""
-    return CostScorer(target if isinstance(target, Target) else load_target(target), min_gain, min_overlap)
+def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
+               allow_merge_only: bool = False, model: str | Path | None = None,
+               engines: str | Path | None = None) -> CostScorer:
+    """The scorer for ``--target``/``--min-gain``/``--min-overlap``/``--allow-merge-only``: a bundled
+    target name (see ``list_targets()``) or a JSON path. With ``model``, the engine map of that model
+    and target comes along: ``engines`` (a file), else one found beside the model or in the cache."""
+    loaded = target if isinstance(target, Target) else load_target(target)
+    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only)
+    if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
+        from hexfuse.graph_passes.engine_map import file_sha256, find_engine_map
+
+        lookup = find_engine_map(model, file_sha256(model), loaded.name, engines)
+        scorer.engines, scorer.engines_note = lookup.engine_map, lookup.note
+    elif engines is not None and model is None:
+        raise HexfuseError("an engine map needs the model it was made from")
+    return scorer
 
 
 def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:
@@ -82,6 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"base target: one of {', '.join(list_targets())} or a JSON path (default sm8550)")
     parser.add_argument("-o", "--output", required=True, help="the calibrated target JSON to write")
     parser.add_argument("--name", help="name of the new target (default: output file stem)")
+    parser.add_argument("--engines", metavar="MAP.json", help="engine map of the model (default: one beside it in "
+                        "engines/, else in the cache): which nodes QNN runs on HVX threads")
+    parser.add_argument("--keep-overheads", action="store_true",
+                        help="keep dispatch_ns and hvx_launch_ns of the base target instead of fitting them")
     parser.add_argument("--allow-simulator", action="store_true",
                         help="fit even a profile from the x86 HTP simulator (its cycles say nothing about a device; "
                         "for testing the tool only)")
@@ -101,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
     if simulated:
         print(f"hexfuse: warning: {args.profile} comes from the HTP simulator ({simulated}); the fitted target "
               "describes the simulator, not a device", file=sys.stderr)
-    fit = fit_profile(args.profile, args.model, base)
+    from hexfuse.graph_passes.engine_map import file_sha256, find_engine_map
+
+    lookup = find_engine_map(args.model, file_sha256(args.model), base.name, args.engines)
+    fit = fit_profile(args.profile, args.model, base, lookup.engine_map, overheads=not args.keep_overheads)
     out = Path(args.output)
     name = args.name or out.stem
     source = f"{'SIMULATOR profile ' if simulated else ''}{Path(args.profile).name}"
@@ -110,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     load_target(out)  # what we wrote must load
     classes = ", ".join(f"{c} x{fit.factors[c]:.3g} ({n} nodes)" for c, n in sorted(fit.nodes_used.items()))
     engines = ", ".join(f"{engine} {count}" for engine, count in fit.rows_by_engine.items())
-    print(f"hexfuse: calibrated {name}: {classes}; median |log error| {fit.residual:.3f}; "
+    print(f"hexfuse: calibrated {name}: {classes}; {fit.overheads}; {lookup.note}; median |log error| {fit.residual:.3f}; "
           f"{len(fit.skipped)} profile rows matched no model node; rows by engine: {engines}; wrote {out}",
           file=sys.stderr)
     return 0

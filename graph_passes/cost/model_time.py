@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from hexfuse.graph_passes.balance import Verdict
-from hexfuse.graph_passes.cost.baselines import alone_plan
+from hexfuse.graph_passes.cost.baselines import alone_plan, overhead_ns
 from hexfuse.graph_passes.cost.opcost import TaskCost, compute_nodes
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
@@ -74,9 +74,8 @@ def _alone_ns(costs: list[TaskCost], scorer: CostScorer) -> float:
         try:
             total += simulate([alone_plan(cost, target)]).makespan
         except Infeasible:  # no tile fits VTCM: the runtime would spill; count the DDR round trip
-            total += (cost.ddr_in + cost.ddr_out) / target.ddr_bytes_per_ns + cost.main_ns
-        total += target.dispatch_ns * cost.dispatches
-    return total
+            total += (cost.ddr_in + cost.ddr_out) / target.ddr_bytes_per_ns + cost.original.main_ns
+    return total + overhead_ns(costs, target)
 
 
 def model_time(groups: list[tuple[FusedOp, Verdict]], singles: list[FusedOp], scorer: CostScorer) -> ModelTime:

@@ -16,16 +16,29 @@ weight operand (MatMul of two activations) needs HVX dequant + packing.
 Depthwise-style convs (<= 4 input channels per group) run on HVX, as on HTP.
 Epilogues the target folds (``target.folds``: BatchNormalization, constant Mul/Add after a matrix op)
 cost nothing and dispatch nothing: the converter folds them into the matrix op's weights and bias.
+Data movement (Transpose, Concat, Slice, Gather...) runs on HVX: QNN's kernels for it are HVX kernels
+(optrace schematics, tools/qnn_engines.py), and so are hexfuse's task ops.
+
+Two views of a task (DESIGN.md section 7, the HTP executor of op_package/htp_expand.py):
+
+    today   as QNN runs the original nodes: one QNN op per compute node, QNN's kernels, its whole
+            HVX pool; with an engine map (engine_map.py) each node where QNN runs it: a matrix op on
+            HMX or HVX, HVX helpers and DMA moves beside it only where the map lists them, a non-matrix
+            node QNN runs no op for (folded into another's kernels, or removed) costs nothing; a matrix
+            node without ops of its own keeps its estimate (QNN merged its work into a neighbour's op)
+    fused   as the fused op runs it: a matrix task is the same QNN ops (so the same cost); any other
+            task is one package task op on HVX (``TaskCost.today`` keeps the first view where it differs)
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.engine_map import EngineMap, NodeEngines
 from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear"}
@@ -45,7 +58,7 @@ _REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "R
 # HVX passes over the data relative to a plain elementwise op (estimate: transcendental via
 # polynomial/LUT ~3x, norms read twice + rsqrt, softmax max/exp/sum/scale).
 _CLASS_WEIGHT = {"elementwise": 1.0, "transcendental": 3.0, "norm": 3.0, "softmax": 4.0, "pool": 1.0, "reduce": 1.0,
-                 "other": 2.0}
+                 "datamove": 1.0, "other": 2.0}  # datamove: one read + one write pass, like a copy
 MAX_TILES = 64  # finest cut of one op that the cost model considers
 
 
@@ -64,6 +77,7 @@ class OpCost:
     ddr_out: float = 0.0
     vtcm_bytes: float = 0.0  # whole working set
     min_tile_bytes: float = 0.0  # smallest tile's working set
+    slices: int = 0  # HVX ops QNN runs its HVX work as (engine map); 0: not measured
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,9 @@ class TaskCost:
     ddr_out: float
     vtcm_bytes: float
     min_tile_bytes: float
+    hvx_ops: int = 0  # of ``ops``, those launched on an HVX thread (a launch/wait pair each)
+    slices: int = 0  # the most HVX ops one node's work is cut into (engine map); 0: not measured
+    today: TaskCost | None = None  # the task as QNN runs it today, where that differs from the fused view
 
     @property
     def hvx_side_ns(self) -> float:
@@ -87,6 +104,11 @@ class TaskCost:
     @property
     def dispatches(self) -> int:
         return max(1, len(self.ops))
+
+    @property
+    def original(self) -> TaskCost:
+        """The task as QNN runs its nodes today (baseline 1)."""
+        return self.today or self
 
 
 def op_class(node: NodeSpec, tensors: dict[str, TensorSpec]) -> str:
@@ -163,7 +185,17 @@ def _spilled(target: Target, nbytes: float) -> float:
     return nbytes if nbytes > target.resident_bytes else 0.0
 
 
-def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCost:
+def _side_work(facts: NodeEngines | None, pack: float, requant: float) -> tuple[float, float]:
+    """HVX work beside a matrix kernel: where the engine map lists QNN's HVX helpers, only the kinds it
+    lists (weight/scale conversions -> pack, layout moves -> requant); without a map, the estimates."""
+    if facts is None or not facts.kernels:
+        return pack, requant
+    helpers = facts.side_kernels("hvx")
+    return (pack if any(k.role == "compute" for k in helpers) else 0.0,
+            requant if any(k.role == "move" for k in helpers) else 0.0)
+
+
+def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target, facts: NodeEngines | None = None) -> OpCost:
     out = node.outputs[0]
     weight = _weight_name(node)
     act = node.inputs[3 if node.op_type == "QLinearMatMul" else 0]
@@ -183,9 +215,11 @@ def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCos
     # Conv/Gemm weights are constants even in old models that also list initializers as graph inputs
     prepacked = st.static(weight) or node.op_type != "MatMul" and "MatMul" not in node.op_type
     clock = target.clock_ghz
-    if cls == "depthwise":
+    on_hvx = cls == "depthwise" if facts is None or not facts.kernels else facts.resource == "hvx"
+    if on_hvx:  # depthwise by the rules; any matrix op the engine map finds on an HVX kernel (fp32 MatMul_bias)
         main = macs / (target.hvx_int8_macs_per_cycle * clock) * (2.0 if wide else 1.0)
-        engine, pack, requant = "hvx", 0.0, 0.0
+        engine = "hvx"
+        pack, requant = _side_work(facts, 0.0 if prepacked else w_bytes / (target.dequant_bytes_per_cycle * clock), 0.0)
     else:
         tile = target.hmx_tile
         padding = (k_dim / (math.ceil(k_dim / tile) * tile)) * (n_dim / (math.ceil(n_dim / tile) * tile))
@@ -196,13 +230,15 @@ def _matrix_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCos
         # K/V, MoE expert inputs) must be dequantized/transposed/packed by HVX before HMX can read it
         pack = 0.0 if prepacked else w_bytes / (target.dequant_bytes_per_cycle * clock)
         requant = o_bytes / (target.pack_bytes_per_cycle * clock)  # HMX accumulators -> output type/layout
+        pack, requant = _side_work(facts, pack, requant)
     ddr_in = (w_bytes if prepacked else _spilled(target, w_bytes)) + _spilled(target, a_bytes)
     whole = a_bytes + w_bytes + o_bytes
     by_rows = w_bytes + (a_bytes + o_bytes) / max(1, min(MAX_TILES, rows))
     by_cols = a_bytes + (w_bytes + o_bytes) / max(1, min(MAX_TILES, math.ceil(n_dim / target.hmx_tile)))
     factor = target.factor(cls)
     return OpCost(node.name, node.op_type, cls, engine, main * factor, pack, requant, ddr_in,
-                  _spilled(target, o_bytes), whole, min(whole, by_rows, by_cols))
+                  _spilled(target, o_bytes), whole, min(whole, by_rows, by_cols),
+                  facts.hvx_slices if facts is not None and engine == "hvx" else 0)
 
 
 def _pool_weight(node: NodeSpec) -> float:
@@ -213,11 +249,12 @@ def _pool_weight(node: NodeSpec) -> float:
     return max(1.0, math.prod(kernel) / max(1, math.prod(strides)))
 
 
-def _stream_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCost:
+def _stream_cost(node: NodeSpec, cls: str, st: Storage, target: Target, on_dma: bool = False) -> OpCost:
+    """``on_dma``: QNN issues this node's movement on the DMA engine (the engine map says so)."""
     ins = [st.nbytes(name) for name in node.inputs if name and not st.static(name)]
     outs = [st.nbytes(name) for name in node.outputs if name]
     moved = sum(ins) + sum(outs)
-    if cls == "datamove":
+    if on_dma:
         engine, main = "dma", sum(outs) / target.dma_bytes_per_ns
     else:
         weight = _pool_weight(node) if cls == "pool" else _CLASS_WEIGHT.get(cls, 1.0)
@@ -230,14 +267,18 @@ def _stream_cost(node: NodeSpec, cls: str, st: Storage, target: Target) -> OpCos
                   moved, moved / max(1, min(MAX_TILES, rows)))
 
 
-def node_cost(node: NodeSpec, st: Storage, target: Target) -> OpCost | None:
-    """Cost of one node, or None when it costs nothing (views, Q/DQ folded into a compute node)."""
+def node_cost(node: NodeSpec, st: Storage, target: Target, facts: NodeEngines | None = None) -> OpCost | None:
+    """Cost of one node, or None when it costs nothing (views, Q/DQ folded into a compute node, a node
+    QNN folds into another). ``facts``: the engine map's entry, for the node as QNN runs it today."""
     if node.op_type in _FREE or node.domain not in ("", "ai.onnx"):
         return None
     cls = op_class(node, st.tensors)
     if node.op_type in _MATRIX:
-        return _matrix_cost(node, cls, st, target)
-    return _stream_cost(node, cls, st, target)
+        return _matrix_cost(node, cls, st, target, facts)
+    if facts is not None and not facts.kernels:
+        return None  # QNN runs no op of its own for it: folded into another node's kernels, or removed
+    cost = _stream_cost(node, cls, st, target, on_dma=facts is not None and facts.resource == "dma")
+    return replace(cost, slices=facts.hvx_slices) if facts is not None and cost.engine == "hvx" else cost
 
 
 def combine(task_id: str, engine: str, ops: tuple[OpCost, ...]) -> TaskCost:
@@ -259,6 +300,8 @@ def combine(task_id: str, engine: str, ops: tuple[OpCost, ...]) -> TaskCost:
         ddr_in=sum(c.ddr_in for c in ops), ddr_out=sum(c.ddr_out for c in ops),
         vtcm_bytes=max((c.vtcm_bytes for c in ops), default=0.0),
         min_tile_bytes=max((c.min_tile_bytes for c in ops), default=0.0),
+        hvx_ops=sum(1 for c in ops if c.engine == "hvx"),
+        slices=max((c.slices for c in ops), default=0),
     )
 
 
@@ -283,14 +326,25 @@ def folded_epilogues(task: TaskSpec, target: Target) -> set[int]:
     return folded
 
 
-def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: Storage | None = None) -> TaskCost:
+def task_cost(task: TaskSpec, op: FusedOp, target: Target, storage: Storage | None = None,
+              engines: EngineMap | None = None) -> TaskCost:
+    """Both views of the task (module docstring); ``engines``: the model's engine map, if any."""
     st = storage or Storage(op)
     folded = {id(task.nodes[i]) for i in folded_epilogues(task, target)}
     nodes = [n for n in compute_nodes(task) if id(n) not in folded]
-    ops = tuple(c for c in (node_cost(n, st, target) for n in nodes) if c is not None)
-    return combine(task.id, task.engine, ops)
+
+    def priced(with_map: bool) -> TaskCost:
+        facts = (lambda n: engines.node(n.name)) if with_map and engines is not None else (lambda n: None)
+        ops = tuple(c for c in (node_cost(n, st, target, facts(n)) for n in nodes) if c is not None)
+        return combine(task.id, task.engine, ops)
+
+    today = priced(True)
+    if task.engine == "matrix" or engines is None:
+        return today  # QNN's own ops either way (or no map: the rules price both views alike)
+    fused = priced(False)
+    return fused if fused == today else replace(fused, today=today)
 
 
-def task_costs(op: FusedOp, target: Target) -> list[TaskCost]:
+def task_costs(op: FusedOp, target: Target, engines: EngineMap | None = None) -> list[TaskCost]:
     storage = Storage(op)
-    return [task_cost(task, op, target, storage) for task in op.tasks]
+    return [task_cost(task, op, target, storage, engines) for task in op.tasks]

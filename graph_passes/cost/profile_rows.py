@@ -3,6 +3,7 @@
 A detailed QNN EP profile (onnxruntime-qnn, ``profiling_level=detailed``) has one row per executed QNN op:
 
     conv0:OpId_22 (cycles)                  the ONNX node `conv0`
+    mm0/MatMulAddFusion_2:OpId_9 (cycles)   ORT fused MatMul `mm0` with the Add after it before QNN saw it
     node_conv2d_3_token_51:OpId_40 (cycles) QNN renamed it: a QDQ unit DQ -> Conv -> Q became one op
     Input OpId_2 (cycles)                   QNN's own rows: graph input/output copies, layout
     Transpose_token_108:OpId_7 (cycles)     transposes it inserted; they match no model node
@@ -51,6 +52,9 @@ def _candidates(name: str):
     bare = _TOKEN.sub("", name)
     yield name
     yield bare
+    while "/" in bare:  # ORT's fusions name their node '<first node>/<Fusion>_<n>' (MatMulAddFusion)
+        bare = bare.rsplit("/", 1)[0]
+        yield bare
     if bare.startswith(_INLINED):  # the function name has underscores too: try every split
         rest = bare[len(_INLINED):]
         yield from (rest[i + 1:] for i, ch in enumerate(rest) if ch == "_")

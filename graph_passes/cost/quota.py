@@ -1,8 +1,9 @@
 """Choose the quota of a concurrent fused entry: HVX contexts per task, VTCM split, tile counts.
 
 The space is small on purpose (the pass scores up to ~1e5 groups): every split of the HVX contexts
-among the tasks that use HVX (a matrix task needs HVX only for packing/requant), times a handful of
-VTCM splits (equal, proportional to working sets, and one favouring each task).  Tile counts follow
+among the tasks that use HVX (a matrix task needs HVX only for packing/requant, or for an HVX matrix
+kernel), each non-matrix task holding its task op's fixed share (``target.op_hvx_contexts``),
+times a handful of VTCM splits (equal, proportional to working sets, and one favouring each task).  Tile counts follow
 from the VTCM share (simulate.tiles_for).  Every candidate is simulated; the shortest wins.
 """
 
@@ -40,17 +41,22 @@ def _uses_hvx(cost: TaskCost) -> bool:
     return cost.main_lane == "hvx" or cost.hvx_side_ns > 0
 
 
-def hvx_splits(costs: list[TaskCost], contexts: int) -> list[tuple[int, ...]]:
-    users = [i for i, c in enumerate(costs) if _uses_hvx(c)]
-    if not users:
-        return [tuple(0 for _ in costs)]
-    if len(users) > contexts:
+def hvx_splits(costs: list[TaskCost], contexts: int, fixed: dict[int, int] | None = None) -> list[tuple[int, ...]]:
+    """Every split of the HVX contexts among the tasks that use HVX; ``fixed``: task index -> the
+    contexts it always gets (a package task op runs on its own HVX thread), the rest share the remainder."""
+    fixed = {i: n for i, n in (fixed or {}).items() if _uses_hvx(costs[i])}
+    users = [i for i, c in enumerate(costs) if _uses_hvx(c) and i not in fixed]
+    free = contexts - sum(fixed.values())
+    if free < len(users) or free < 0:
         return []
+    base = [fixed.get(i, 0) for i in range(len(costs))]
+    if not users:
+        return [tuple(base)]
     splits = []
-    for combo in itertools.product(range(1, contexts + 1), repeat=len(users)):
-        if sum(combo) != contexts:
+    for combo in itertools.product(range(1, free + 1), repeat=len(users)):
+        if sum(combo) != free:
             continue
-        split = [0] * len(costs)
+        split = list(base)
         for i, n in zip(users, combo):
             split[i] = n
         splits.append(tuple(split))
@@ -77,7 +83,8 @@ def search_quota(costs: list[TaskCost], target: Target) -> QuotaChoice:
     best: QuotaChoice | None = None
     tried = 0
     problem = "no HVX split gives every HVX-using task a context"
-    for hvx in hvx_splits(costs, target.hvx_contexts):
+    fixed = {i: target.op_hvx_contexts for i, c in enumerate(costs) if c.engine != "matrix"}  # task ops
+    for hvx in hvx_splits(costs, target.hvx_contexts, fixed):
         for vtcm in vtcm_splits(costs, target.vtcm_bytes):
             try:
                 plans = tuple(plan_task(c, target, h, v, target.launch_ns) for c, h, v in zip(costs, hvx, vtcm))

@@ -5,7 +5,12 @@
 
 The verdict's ``gain`` is the time saved against the best existing execution (baseline 2), as a
 fraction of it; ``details`` holds the four baselines (ns), entry-merge and overlap gains, the chosen
-quota and per-task times, so reports can print them without re-running the model.
+quota, per-task times and the op / HVX-launch counts that price dispatch_ns and hvx_launch_ns, so
+reports can print them (and how much of a gain rests on those estimates) without re-running the model.
+
+On HTP a group is fused only where its tasks are predicted to overlap on their engines (overlap gain
+> 0): entry merging alone rests on the per-op estimates and, with the matrix task expanded into QNN's
+own ops, mostly disappears. ``allow_merge_only`` lifts that rule.
 """
 
 from __future__ import annotations
@@ -13,13 +18,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from hexfuse.graph_passes.balance import Verdict
-from hexfuse.graph_passes.cost.baselines import Baselines, alone_plan, best_existing, predict
+from hexfuse.graph_passes.cost.baselines import (
+    Baselines,
+    alone_plan,
+    best_existing,
+    fused_contexts,
+    overhead_ns,
+    predict,
+    vtcm_ordered,
+)
 from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.engine_map import EngineMap
 from hexfuse.graph_passes.spec import FusedOp, TaskSpec, structure_key
 
 UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
+MIN_OVERLAP_NS = 1.0  # an overlap saving below this is rounding in the simulation, not overlap
 DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound
 CACHE_LIMIT = 200_000
 
@@ -29,6 +44,9 @@ class CostScorer:
     target: Target
     min_gain: float = 0.1
     min_overlap: float = 0.0  # also require this engine-overlap gain (3 -> 4), apart from entry merging
+    allow_merge_only: bool = False  # also fuse groups whose whole predicted gain is entry merging
+    engines: EngineMap | None = None  # the model's engine map (engine_map.py): what QNN runs per node
+    engines_note: str = ""  # where that map came from, or why there is none (reports print it)
     name: str = "cost"
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
@@ -51,7 +69,7 @@ class CostScorer:
             cost = self._tasks.get(key)
             if cost is None:
                 storage = storage or Storage(op)
-                cost = task_cost(task, op, self.target, storage)
+                cost = task_cost(task, op, self.target, storage, self.engines)
                 if len(self._tasks) < CACHE_LIMIT:
                     self._tasks[key] = cost
             elif cost.task_id != task.id:
@@ -90,8 +108,7 @@ class CostScorer:
     def serial_ns(self, op: FusedOp) -> float:
         """Baseline 1 of the op's tasks: each compute node its own QNN op, one after another."""
         keys, costs = self.task_costs(op)
-        return sum(self._alone_ns(k, c) for k, c in zip(keys, costs)) + self.target.dispatch_ns * sum(
-            c.dispatches for c in costs)
+        return sum(self._alone_ns(k, c) for k, c in zip(keys, costs)) + overhead_ns(costs, self.target)
 
     def _score(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
         try:
@@ -107,7 +124,7 @@ class CostScorer:
         details = {f"task{i}.{c.engine}_ns": round(a, 1) for i, (c, a) in enumerate(zip(costs, alone))}
         plans0 = [alone_plan(c, target) for c in costs]
         t2 = best_existing(costs, plans0, alone, target)
-        bound = target.dispatch_ns + _lower_bound(costs, target)
+        bound = _lower_bound(costs, target)
         if 1.0 - bound / t2 < self.min_gain:
             reason = self._why_not(costs, alone) or (
                 f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
@@ -119,7 +136,13 @@ class CostScorer:
         if gain < self.min_gain:
             reason = self._why_not(costs, alone) or f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}"
             return Verdict(False, gain, reason, details)
-        if base.overlap_gain < self.min_overlap:
+        if not self.allow_merge_only and base.t3_fused_serial - base.t4_fused_concurrent < MIN_OVERLAP_NS:
+            reason = self._why_not(costs, alone) or "the tasks do not overlap on their engines"
+            return Verdict(False, gain, (
+                f"merge only: {reason}; entry merging alone would save {base.entry_merge_gain:.1%}, of which "
+                f"{_share(base.constants_ns, base.t1_serial - base.t3_fused_serial)} rests on the dispatch_ns / "
+                "hvx_launch_ns estimates (--allow-merge-only fuses it)"), details)
+        if self.min_overlap > 0 and base.overlap_gain < self.min_overlap:  # (none at all: the rule above)
             reason = self._why_not(costs, alone) or (
                 f"little overlap: engine-overlap gain {base.overlap_gain:.1%} < --min-overlap {self.min_overlap:.0%} "
                 f"(entry merge alone would save {base.entry_merge_gain:.1%})")
@@ -129,6 +152,15 @@ class CostScorer:
             f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details)
 
     def _why_not(self, costs: list[TaskCost], alone: list[float]) -> str:
+        if vtcm_ordered(costs, self.target):
+            resident = sum(max(0.0, c.vtcm_bytes - c.ddr_in - c.ddr_out) for c in costs if c.engine != "matrix")
+            return (f"VTCM-ordered: the task op's resident tensors ({resident / 2**20:.2f} MB) and the matrix task's "
+                    f"smallest tiles do not fit {self.target.vtcm_mb:g} MB together; QNN's VTCM reuse orders them")
+        on_hvx = [c for c in costs if c.engine == "matrix" and c.main_lane == "hvx"]
+        if on_hvx and len(costs) == 2:  # e.g. an fp32 MatMul that QNN runs on an HVX kernel
+            source = "the engine map" if self.engines is not None else "the op-type rules"
+            return (f"one engine: the matrix task runs on HVX ({source}), as does the "
+                    f"{next(c.engine for c in costs if c is not on_hvx[0])} task")
         order = sorted(range(len(costs)), key=lambda i: alone[i])
         small, big = order[0], order[-1]
         if alone[big] > 0 and alone[small] / alone[big] < UNBALANCED:
@@ -150,12 +182,21 @@ class CostScorer:
 
 
 def _lower_bound(costs: list[TaskCost], target: Target) -> float:
-    """No concurrent schedule beats the busiest resource with every task at full speed."""
+    """No concurrent schedule beats the busiest resource with every task at full speed, nor a task op
+    on its own HVX share; plus the expanded ops' dispatches and launches."""
     rate = min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns)
     hmx = sum(c.main_ns for c in costs if c.main_lane == "hmx")
     dma = sum((c.ddr_in + c.ddr_out) / rate + (c.main_ns if c.main_lane == "dma" else 0.0) for c in costs)
-    hvx = sum(c.hvx_side_ns + (c.main_ns if c.main_lane == "hvx" else 0.0) for c in costs) / target.hvx_contexts
-    return max(hmx, dma, hvx)
+    work = [c.hvx_side_ns + (c.main_ns if c.main_lane == "hvx" else 0.0) for c in costs]
+    hvx = sum(work) / target.hvx_contexts
+    task_ops = max((w / fused_contexts(c, target) for c, w in zip(costs, work) if fused_contexts(c, target)), default=0.0)
+    ops = sum(c.dispatches if c.engine == "matrix" else 1 for c in costs)
+    launches = sum(c.hvx_ops if c.engine == "matrix" else 1 for c in costs)
+    return max(hmx, dma, hvx, task_ops) + target.dispatch_ns * ops + target.hvx_launch_ns * launches
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "all"
 
 
 def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]:
@@ -165,6 +206,12 @@ def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]
         "entry_merge_gain": round(base.entry_merge_gain, 4), "overlap_gain": round(base.overlap_gain, 4),
         "gain_vs_serial": round(1.0 - base.t4_fused_concurrent / base.t1_serial, 4) if base.t1_serial else 0.0,
         "quota.candidates": float(base.choice.tried),
+        # what prices the per-op estimates: t2 - t4 = engine time + dispatch_ns x ops saved + hvx_launch_ns x launches saved
+        "ops_serial": float(base.ops_serial), "ops_fused": float(base.ops_fused),
+        "hvx_launches_serial": float(base.launches_serial), "hvx_launches_fused": float(base.launches_fused),
+        "dispatch_ns": base.dispatch_ns, "hvx_launch_ns": base.hvx_launch_ns,
+        "saved_ns": round(base.saved_ns, 1), "saved_by_dispatch_ns": round(base.dispatch_saved_ns, 1),
+        "saved_by_hvx_launch_ns": round(base.launch_saved_ns, 1), "vtcm_ordered": float(base.vtcm_ordered),
     }
     for i, plan in enumerate(base.choice.plans):  # tasks by position in the group
         details[f"quota.task{i}.hvx_contexts"] = float(plan.hvx_contexts)

@@ -28,7 +28,7 @@ from hexfuse.graph_passes.spec_builder import fused_op_spec
 class ModelSummary:
     target: str
     serial_ns: float
-    entry_merge_ns: float  # saved by one dispatch per fused node instead of one per op
+    entry_merge_ns: float  # saved by fewer ops (each non-matrix task one task op) and what that changes
     overlap_ns: float  # saved by running the tasks of a fused node on their engines at once
     priced_tasks: int
     unpriced_units: int  # units in no task, or whose task has no feasible schedule

@@ -49,6 +49,8 @@ class Target:
     resident_mb: float  # activations up to this size stay in VTCM between ops; larger ones go to DDR
     dispatch_ns: float  # per graph op: QNN sequencing, VTCM bookkeeping, launch of the op
     launch_ns: float  # per micro-op inside a fused entry: queue push + wait
+    hvx_launch_ns: float  # per op run on an HVX thread (QNN's own and hexfuse task ops): launch + wait at its gate
+    op_hvx_contexts: int  # HVX contexts one HVX op runs on (a package task op; QNN's own unsliced ops)
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -87,6 +89,13 @@ class Target:
 _NUMERIC = [f.name for f in fields(Target) if f.type in ("float", "int")]
 _INTEGER = {f.name for f in fields(Target) if f.type == "int"}
 _FRACTIONS = {"ddr_npu_fraction"}
+# Figures added after target files were first written (a file without them still loads, with these).
+OPTIONAL = {
+    "hvx_launch_ns": (300.0, "estimate (default): one launch/wait pair of the HTP scheduler per HVX op; "
+                             "`hexfuse calibrate` fits it"),
+    "op_hvx_contexts": (1, "estimate (default): an HVX op runs on the one HVX thread it is launched on (no threads "
+                           "inside an op: ../shared/DESIGN.md section 5)"),
+}
 
 
 def _fail(where: str, field_name: str, problem: str) -> HexfuseError:
@@ -158,6 +167,9 @@ def target_from_dict(raw: Any, where: str) -> Target:
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name in _NUMERIC:
+        if name not in raw and name in OPTIONAL:
+            values[name], sources[name] = OPTIONAL[name]
+            continue
         values[name], sources[name] = _figure(raw, name, where)
     factors, factor_sources = _factors(raw, where)
     sources.update(factor_sources)
@@ -167,6 +179,8 @@ def target_from_dict(raw: Any, where: str) -> Target:
         raise _fail(where, "hmx_fp16_macs_per_cycle", "exceeds hmx_int8_macs_per_cycle (HMX fp16 is never faster)")
     if values["resident_mb"] > values["vtcm_mb"]:
         raise _fail(where, "resident_mb", "larger than vtcm_mb")
+    if values["op_hvx_contexts"] > values["hvx_contexts"]:
+        raise _fail(where, "op_hvx_contexts", "exceeds hvx_contexts")
     return Target(raw["name"], raw["description"], factors=factors, folds=folds, sources=sources, path=where, **values)
 
 

@@ -101,9 +101,9 @@ def trace_json(predictions: Sequence[OpPrediction], target) -> dict:
                        "args": {"name": f"{title}: t1 {base.t1_serial / 1e3:.1f} us, t4 {base.t4_fused_concurrent / 1e3:.1f} us, "
                                         f"gain {base.gain:.0%}"}})
         events += _original_events(pid, 0, op, base, target.dispatch_ns, prediction.costs)
-        more, tid = _schedule_events(pid, 1, "3 fused serial", base.serial, target.dispatch_ns)
+        more, tid = _schedule_events(pid, 1, "3 fused serial", base.serial, base.fused_overhead_ns)
         events += more
-        more, _ = _schedule_events(pid, tid, "4 fused concurrent", base.concurrent, target.dispatch_ns)
+        more, _ = _schedule_events(pid, tid, "4 fused concurrent", base.concurrent, base.fused_overhead_ns)
         events += more
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "metadata": {"hexfuse_target": target.name, "note": "predicted by the hexfuse cost model, not measured"}}
@@ -136,8 +136,8 @@ def figure_png(predictions: Sequence[OpPrediction], target) -> bytes:
     for ax, prediction in zip(axes[:, 0], shown):
         op, base = prediction.op, prediction.base
         engines = {t.id: t.engine for t in op.tasks}
-        lanes = _draw(ax, base.concurrent, 0.0, engines, target.dispatch_ns)
-        serial_lanes = _draw(ax, base.serial, len(lanes) + 0.5, engines, target.dispatch_ns)
+        lanes = _draw(ax, base.concurrent, 0.0, engines, base.fused_overhead_ns)
+        serial_lanes = _draw(ax, base.serial, len(lanes) + 0.5, engines, base.fused_overhead_ns)
         labels = [f"t4 concurrent: {lane}" for lane in lanes] + [f"t3 serial: {lane}" for lane in serial_lanes]
         ax.set_yticks([i + 0.4 for i in range(len(lanes))] + [len(lanes) + 0.9 + i for i in range(len(serial_lanes))])
         ax.set_yticklabels(labels, fontsize=7)

@@ -135,3 +135,59 @@ def test_profile_of_another_model_is_an_error(tmp_path):
     empty.write_text("a,b\n1,2\n")
     with pytest.raises(HexfuseError, match="not a QNN profiling CSV"):
         parse_profile(empty)
+
+
+def _model_of_sizes(path: Path) -> Path:
+    """MatMuls (HMX) and elementwise ops (HVX) of several sizes: per class, time = overheads + factor x size,
+    so the overheads are what stays when the size goes to zero; only HVX ops pay the launch."""
+    rng = np.random.default_rng(2)
+    nodes, inits, outputs = [], [], []
+    for i, n in enumerate((32, 128, 512)):
+        inits.append(numpy_helper.from_array(rng.standard_normal((256, n)).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("MatMul", ["x", f"w{i}"], [f"m{i}"], name=f"mm{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
+        nodes.append(helper.make_node("Sigmoid", [f"r{i}"], [f"s{i}"], name=f"sig{i}"))
+        outputs.append(helper.make_tensor_value_info(f"s{i}", TensorProto.FLOAT, [512, n]))
+    graph = helper.make_graph(nodes, "sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 256])],
+                              outputs, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_fit_recovers_dispatch_and_hvx_launch_costs(tmp_path):
+    """The per-op constants that price entry merging come out of the profile, not the base's estimates."""
+    model = _model_of_sizes(tmp_path / "m.onnx")
+    truth = load_target("sm8550").with_values(factors={"matmul": 0.8, "elementwise": 1.3, "transcendental": 2.0},
+                                              dispatch_ns=2600.0, hvx_launch_ns=700.0)
+    profile = tmp_path / "profile.csv"
+    profile.write_text(synthesize_profile(model, truth))
+    base = load_target("sm8550")
+    assert (base.dispatch_ns, base.hvx_launch_ns) == (1500.0, 300.0)
+    fit = fit_profile(profile, model, base)
+    assert fit.target.dispatch_ns == pytest.approx(2600.0, rel=0.03)
+    assert fit.target.hvx_launch_ns == pytest.approx(700.0, rel=0.05)
+    for cls, value in truth.factors.items():
+        assert fit.factors[cls] == pytest.approx(value, rel=0.03), cls
+    assert fit.residual < 0.01
+    assert "fitted from profile.csv" in fit.target.sources["dispatch_ns"]
+    assert "on HVX threads" in fit.target.sources["hvx_launch_ns"]
+    kept = fit_profile(profile, model, base, overheads=False)  # --keep-overheads: the factors absorb them
+    assert kept.target.dispatch_ns == 1500.0 and kept.residual > fit.residual
+
+
+def test_launch_cost_is_kept_when_the_profile_cannot_separate_it(tmp_path):
+    """Only HMX nodes (no node runs on an HVX thread): dispatch_ns is fitted, hvx_launch_ns kept."""
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("MatMul", ["x", f"w{i}"], [f"y{i}"], name=f"mm{i}") for i in range(3)]
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 32 * (i + 1))).astype(np.float32), f"w{i}") for i in range(3)]
+    graph = helper.make_graph(nodes, "hmx_only", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 64])],
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [128, 32 * (i + 1)])
+                               for i in range(3)], inits)
+    model = tmp_path / "hmx.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    truth = load_target("sm8550").with_values(dispatch_ns=2000.0, hvx_launch_ns=900.0)
+    profile = tmp_path / "p.csv"
+    profile.write_text(synthesize_profile(model, truth))
+    fit = fit_profile(profile, model, load_target("sm8550"))
+    assert fit.target.hvx_launch_ns == 300.0 and "no nodes on HVX threads" in fit.overheads
+    assert fit.target.dispatch_ns == pytest.approx(2000.0, rel=0.05)

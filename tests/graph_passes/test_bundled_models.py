@@ -16,6 +16,8 @@ from pathlib import Path
 import onnx
 import pytest
 
+from hexfuse.graph_passes import pipeline
+from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.ort_check import compare_on_cpu
 from tests.passes import fuse_model
 from tests import builders
@@ -23,7 +25,11 @@ from tests import builders
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = json.loads((ROOT / "models" / "catalog.json").read_text())["models"]
 BUNDLED = {entry["file"]: entry["independent_branches"] for entry in CATALOG}
-LIGHT_POSITIVE = ["inception_v1", "inception_v2", "squeezenet", "shufflenet", "resnet50"]
+LIGHT_POSITIVE = ["inception_v1", "inception_v2", "squeezenet"]
+# Independent work that pays on the host executor only: on HTP shufflenet's channel shuffles are HVX
+# work like its vector tasks (no DMA class there), and resnet50's short vector tasks beside long convs
+# save nothing once the matrix task keeps its QNN ops (no entry merging) and a task op runs on one HVX thread.
+LIGHT_HOST_ONLY = ["shufflenet", "resnet50"]
 LIGHT_NEGATIVE = ["alexnet", "vgg19", "zfnet512", "densenet121"]
 # Small enough for the HTP simulator; float LMs need fp16 there (MEM_ALLOC on fp32 MatMul graphs).
 QNN_MODELS = ["googlenet.onnx", "googlenet_qdq.onnx", "gptj_block_qdq.onnx", "moe_layer_qdq.onnx", "llama_prefill_decode_qdq.onnx"]
@@ -69,6 +75,20 @@ def test_negative_model_fuses_nothing_and_says_why(name):
     # every refusal is about dependence, or (grouped convs in alexnet) what QNN's own ops can take over
     assert all(" reaches " in r or "chain" in r or r.startswith("on HTP the matrix work")
                for r in result.analyzed.selection.reasons.values())
+
+
+@pytest.mark.parametrize("name", LIGHT_HOST_ONLY)
+def test_host_only_models_fuse_for_the_host_and_say_why_not_for_htp(name):
+    host = pipeline.fuse_model(_path(name), BalanceScorer(min_gain=0.1), backend=None)  # host rules: DMA lane kept
+    assert host.changed and host.spec.fused_ops
+    diffs = compare_on_cpu(host.analyzed.loaded.raw, host.model_bytes, seed=7)
+    assert diffs and all(d.equal for d in diffs)
+    htp = _fuse(name)
+    assert not htp.changed and not htp.spec.fused_ops
+    reasons = htp.analyzed.selection.reasons.values()
+    assert reasons and all(" reaches " in r or "chain" in r or "unbalanced" in r or "merge only" in r
+                           or "predicted gain" in r or r.startswith("on HTP the matrix work") for r in reasons)
+    assert not any(t.engine.value == "dma" for t in htp.analyzed.analysis.tasks)  # moves are HVX work on HTP
 
 
 @pytest.mark.parametrize("name", ["gptj_block_qdq.onnx", "llama_prefill_decode.onnx", "squeezenet"])
@@ -132,7 +152,12 @@ def test_fused_models_run_on_qnn_htp_like_the_original(tmp_path):
                 assert max_abs == 0.0, row
 
 
-def test_matrix_vector_and_dma_tasks_share_one_fused_node():
-    engines = [sorted(t.engine for t in op.tasks) for op in _fuse("llama_prefill_decode.onnx").spec.fused_ops]
+def test_matrix_vector_and_dma_tasks_share_one_fused_node_on_the_host_only():
+    """The host executor has a DMA lane: a matrix, a vector and a DMA task share one fused node. On HTP a
+    Transpose or Slice is HVX work (QNN's kernels for it and hexfuse's task ops alike), so no task is DMA."""
+    host = pipeline.fuse_model(_path("llama_prefill_decode.onnx"), BalanceScorer(min_gain=0.1), backend=None)
+    engines = [sorted(t.engine for t in op.tasks) for op in host.spec.fused_ops]
     assert ["dma", "matrix", "vector"] in engines
     assert all(len(set(group)) == len(group) for group in engines)  # never two tasks of one engine
+    htp = [sorted(t.engine for t in op.tasks) for op in _fuse("llama_prefill_decode.onnx").spec.fused_ops]
+    assert htp and all(group == ["matrix", "vector"] for group in htp)

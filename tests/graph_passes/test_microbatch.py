@@ -166,10 +166,14 @@ def _scorer():
 
 def test_mlp_chain_fuses_only_after_micro_batching_and_stays_exact():
     assert not fuse_model(MLP_CHAIN, _scorer()).spec.fused_ops  # a strict chain: nothing independent
-    result, decision = fuse_micro_batched(MLP_CHAIN, 2, _scorer(), backend(allow_scalar=True), always=True)
+    # margin 0: on HTP the 8-row slices' groups save only their overlap (the matrix task keeps its QNN
+    # ops and their dispatches), 5-7% predicted, below the default 10% margin; the split is under test here
+    result, decision = fuse_micro_batched(MLP_CHAIN, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True), always=True)
     assert decision.split and "split into 2 (--split always)" in decision.reason
     ops = result.spec.fused_ops
-    assert len(ops) >= 4 and {op.source for op in ops} == {MICRO_BATCH}
+    assert len(ops) >= 2 and {op.source for op in ops} == {MICRO_BATCH}
+    # on HTP only groups whose tasks overlap fuse (entry merging alone is not enough: scorer.py)
+    assert all(node.group.verdict.details["overlap_gain"] > 0 for node in result.analyzed.fused_nodes)
     for op in ops:  # slice k's matrix work beside the other slice's vector work
         engines = {t.engine: t.nodes[0].name.split("/")[0] for t in op.tasks}
         assert set(engines) == {"matrix", "vector"} and engines["matrix"] != engines["vector"], engines
@@ -213,9 +217,10 @@ def test_cli_micro_batches_writes_byte_identical_outputs_and_leaves_input_alone(
     outputs = []
     for name in ("a", "b"):
         code, err = _cli(capsys, "fuse", str(source), "-o", str(tmp_path / f"{name}.onnx"), "--micro-batches", "2",
-                         "--split", "always", "--allow-scalar")
+                         "--split", "always", "--min-gain", "0", "--allow-scalar")  # margin 0: see the test above
         assert code == 0, err
-        assert "micro-batches: split into 2" in err and "4 fused nodes" in err  # bias Adds fold into the MatMul tasks
+        # bias Adds fold into the MatMul tasks; of the slice pairs, two overlap on their engines and fuse
+        assert "micro-batches: split into 2" in err and "2 fused nodes" in err
         outputs.append([(tmp_path / f"{name}{ext}").read_bytes() for ext in (".onnx", ".hexfuse.md")])
     assert outputs[0] == outputs[1]
     assert source.read_bytes() == MLP_CHAIN.read_bytes()

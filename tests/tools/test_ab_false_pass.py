@@ -25,7 +25,7 @@ def conv_bn(tmp_path_factory) -> tuple[str, str, str]:
     d = tmp_path_factory.mktemp("conv_bn")
     orig, fused, old = d / "orig.onnx", d / "fused.onnx", d / "fused_old_style.onnx"
     onnx.save(make_conv_bn_ir3(), str(orig))
-    assert run_cli(["fuse", str(orig), "-o", str(fused)]) == 0
+    assert run_cli(["fuse", str(orig), "-o", str(fused), "--min-gain", "0"]) == 0  # on HTP it predicts 9.4% < 10%
     onnx.save(list_initializers_as_inputs(onnx.load(str(fused))), str(old))
     return str(orig), str(fused), str(old)
 

@@ -220,8 +220,14 @@ class FusedNodeSchedule:
 
     @property
     def overlapped(self) -> bool:
-        """A task op is in flight (launched, not yet waited on) while a matrix op of the node is issued."""
-        return any(t.start < m.start <= t.end or m.start <= t.start <= m.end for t in self.tasks for m in self.matrix)
+        """A task op is in flight (launched, not yet waited on) while a matrix op or another task op of
+        the node is issued (two task ops run on two HVX threads)."""
+        def meet(a: Span, b: Span) -> bool:
+            return a.start < b.start <= a.end or b.start <= a.start <= b.end
+
+        pairs = [(t, m) for t in self.tasks for m in self.matrix]
+        pairs += [(a, b) for i, a in enumerate(self.tasks) for b in self.tasks[i + 1:]]
+        return any(meet(a, b) for a, b in pairs)
 
     @property
     def serial(self) -> bool:

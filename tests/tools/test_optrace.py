@@ -130,3 +130,23 @@ def test_rejects_what_is_no_schematic(tmp_path: Path) -> None:
         read_schematic(_write(tmp_path, "qnn_graph_name = 'g'\n"))
     with pytest.raises(HexfuseError, match="cannot read schematic"):
         read_schematic(tmp_path / "missing_schematic.bin")
+
+
+def test_two_task_ops_in_flight_together_overlap(tmp_path: Path) -> None:
+    """A vector-only fused node: its two task ops on two HVX threads overlap when one is launched before
+    the other's wait, and do not when they run one after the other."""
+    def schematic(second_launch: int) -> str:
+        return SCHEMATIC.split("opdesc_map ={")[0] + f"""opdesc_map ={{
+  '#1': opdesc( 0x400100000010, "HexFuse::HexFuse_0_abc__t0", runlist_pos = 0, op_flags=('FOR_HVX','MOVE_EARLY',)),
+  '#2': opdesc( 0x400200000010, "HexFuse::HexFuse_0_abc__t0", runlist_pos = 2, op_flags=('FOR_HVX','MOVE_LATE',),
+      csts_in = ('#1',)),
+  '#3': opdesc( 0x400300000010, "HexFuse::HexFuse_0_abc__t1", runlist_pos = {second_launch},
+      op_flags=('FOR_HVX','MOVE_EARLY',)),
+  '#4': opdesc( 0x400400000010, "HexFuse::HexFuse_0_abc__t1", runlist_pos = 5, op_flags=('FOR_HVX','MOVE_LATE',),
+      csts_in = ('#3',)),
+}}
+"""
+    for launch, expected in ((1, True), (3, False)):
+        (fused,) = fused_node_schedules(read_schematic(_write(tmp_path, schematic(launch), f"s{launch}_schematic.bin")))
+        assert not fused.matrix and len(fused.tasks) == 2
+        assert fused.overlapped is expected, launch

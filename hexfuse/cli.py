@@ -110,6 +110,8 @@ Qualcomm Hexagon NPUs, generate the QNN HTP op package that runs them, and measu
   hexfuse oppkg OUT.onnx -o DIR --build host  the op package's sources (and a host/ORT/HTP build)
   hexfuse ab MODEL.onnx OUT.onnx --ep cpu     A/B: four baselines, equivalence, latency, engine timelines
   hexfuse calibrate PROFILE.csv --model M.onnx --target sm8550 -o NEW.json   fit a cost target
+  hexfuse engines MODEL.onnx --target sm8650  what QNN runs on which engine (HTP simulator, optrace)
+  hexfuse bundle MODEL.onnx OUT.onnx -o DIR   one folder to run the A/B on a Snapdragon device
 
 A fused node is a model-local ONNX function, so stock ONNX Runtime runs the fused model unchanged.
 """

@@ -77,7 +77,7 @@ def test_compare_metrics():
 
 @pytest.mark.parametrize("op,eng", [("MatMul", "matrix"), ("Conv2d", "matrix"), ("FullyConnected", "matrix"),
                                     ("Softmax", "vector"), ("ElementWiseAdd", "vector"), ("LRN", "vector"),
-                                    ("PoolMax2d", "vector"), ("Transpose", "dma"), ("Concat", "dma"),
+                                    ("PoolMax2d", "vector"), ("Transpose", "vector"), ("Concat", "vector"),
                                     ("Input", "dma"), ("HexFuse_g0", "fused"), ("Frobnicate", "other")])
 def test_engine_classes(op, eng):
     assert profile_rows.engine_of_op(op) == eng

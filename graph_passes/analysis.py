@@ -40,6 +40,7 @@ class Analysis:
     _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _body_cache: dict[int, Peeled] = field(default_factory=dict, repr=False)
     _claim_cache: dict[int, str | None] = field(default_factory=dict, repr=False)
+    _backend_verdicts: dict[int, str | None] = field(default_factory=dict, repr=False)  # by structures.code
     _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
@@ -102,14 +103,28 @@ class Analysis:
         """Why a fused node holding this task would not run as such: the QNN EP would not claim it
         (qdq_boundary.py), or the backend refuses the task (backend.py)."""
         if task.id not in self._claim_cache:
-            reason = claim_blocker(self.flow, self.task_nodes(task))
+            reason = claim_blocker(self.flow, self.task_nodes(task)) if self._has_qdq else None
             check = self.backend.task_check if self.backend is not None else None
             if reason is None and check is not None:
-                from hexfuse.graph_passes.spec_builder import fused_op_spec  # spec_builder imports this module
-
-                reason = check(fused_op_spec(self, (task,)))
+                reason = self._backend_verdict(task, check)
             self._claim_cache[task.id] = reason
         return self._claim_cache[task.id]
+
+    @cached_property
+    def _has_qdq(self) -> bool:
+        """Quantized tensors anywhere (else every port is float and the EP's boundary rule holds)."""
+        return any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.flat.op_types)
+
+    def _backend_verdict(self, task: Task, check) -> str | None:
+        """The backend's verdict on a task, asked once per code structure (the check plans the task:
+        costly, and equal code gets the same verdict). A matrix refusal names nodes: asked again."""
+        from hexfuse.graph_passes.spec_builder import fused_op_spec  # spec_builder imports this module
+
+        key = self.structures.code(task)
+        if key not in self._backend_verdicts or (self._backend_verdicts[key] is not None
+                                                 and task.engine is Engine.MATRIX):
+            self._backend_verdicts[key] = check(fused_op_spec(self, (task,)))
+        return self._backend_verdicts[key]
 
     def level_range(self, task: Task) -> tuple[int, int]:
         """Lowest and highest ASAP level of the task's units."""

@@ -142,6 +142,10 @@ class Structures:
         return self._id((task.engine.value, tuple(rows), tuple([signatures[t] for t in local]),
                          tuple([local[t] for t in ins]), tuple([local[t] for t in outs])))
 
+    def code(self, task: Task) -> int:
+        """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
+        return self._task_shared(task)
+
     def _task_shared(self, task: Task) -> int:
         """The task key with the values a kernel may bake (module docstring)."""
         key = self._shared.get(task.id)

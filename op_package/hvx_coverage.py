@@ -62,6 +62,7 @@ def vector_blocker(op: FusedOp) -> str | None:
     for task_op in planned:
         for node in task_op.plan.nodes:
             if not has_hvx_path(node.kernel):
-                return (f"on HTP every vector kernel needs an HVX path: {node.op_type} {node.name!r} "
-                        f"({node.kernel.fn}) has none yet (--allow-scalar fuses it anyway)")
+                # no node name: the verdict is shared by every task of the same structure
+                return (f"on HTP every vector kernel needs an HVX path: {node.op_type} ({node.kernel.fn}) "
+                        "has none yet (--allow-scalar fuses it anyway)")
     return None

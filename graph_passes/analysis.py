@@ -103,7 +103,8 @@ class Analysis:
         """Why a fused node holding this task would not run as such: the QNN EP would not claim it
         (qdq_boundary.py), or the backend refuses the task (backend.py)."""
         if task.id not in self._claim_cache:
-            reason = claim_blocker(self.flow, self.task_nodes(task)) if self._has_qdq else None
+            reason = (claim_blocker(self.flow, self.task_nodes(task), self.task_body(task)) if self._has_qdq
+                      else None)
             check = self.backend.task_check if self.backend is not None else None
             if reason is None and check is not None:
                 reason = self._backend_verdict(task, check)

@@ -23,7 +23,6 @@ The pass reads it as data (it never imports the tool); ``find_engine_map`` looks
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -189,14 +188,6 @@ def load_engine_map(path: str | Path) -> EngineMap:
     except OSError as exc:
         raise _fail(str(path), f"cannot read: {exc.strerror}") from None
     return engine_map_from_json(text, str(path))
-
-
-def file_sha256(path: str | Path) -> str:
-    """What maps are keyed by: the sha256 of the model file's bytes (as load.py hashes them)."""
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as exc:
-        raise HexfuseError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 # --- where maps live -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ checks it. ``refuse_overwrite`` keeps the files a run writes apart from the file
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import tempfile
@@ -91,6 +92,18 @@ def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     write_files([(Path(path), data)])
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (as load.py hashes a model), read in blocks."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise HexfuseError(f"{path}: cannot read: {exc.strerror}") from None
+    return digest.hexdigest()
 
 
 def same_file(a: Path, b: Path) -> bool:

@@ -71,9 +71,6 @@ class AnalyzeResult:
     timings: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage (robust on a shared machine)
     labels: NodeLabels | None = None  # node index -> a name the user finds in their file
 
-    def op_of(self, node: FusedNode) -> FusedOp:
-        return self.fused_ops[node.op]
-
 
 @dataclass
 class FuseResult:

@@ -43,6 +43,13 @@ def _is(flow: Dataflow, index: int, op_type: str) -> bool:
     return node.op_type == op_type and node.domain in ("", "ai.onnx")
 
 
+def _q_readers(flow: Dataflow, index: int, inside: set[int]) -> tuple[bool, bool]:
+    """(read outside the task or a graph output, read inside) for the result of QuantizeLinear ``index``."""
+    out = flow.nodes[index].output[0]
+    users = flow.consumers.get(out, [])
+    return out in flow.graph_outputs or any(u not in inside for u in users), any(u in inside for u in users)
+
+
 def peel(flow: Dataflow, nodes: list[int]) -> Peeled:
     """Split a task's nodes into the function body and the boundary DQ/Q nodes that stay outside."""
     inside = set(nodes)
@@ -52,10 +59,7 @@ def peel(flow: Dataflow, nodes: list[int]) -> Peeled:
     for index in nodes:
         if not _is(flow, index, _Q):
             continue
-        out = flow.nodes[index].output[0]
-        users = flow.consumers.get(out, [])
-        leaves = out in flow.graph_outputs or any(u not in inside for u in users)
-        read_inside = any(u in inside for u in users)
+        leaves, read_inside = _q_readers(flow, index, inside)
         if leaves and not read_inside and flow.nodes[index].input[0] in produced:
             quantize.append(index)
     outside = set(dequantize) | set(quantize)
@@ -73,7 +77,7 @@ def _is_quantized_side(flow: Dataflow, name: str) -> bool:
     return any(_is(flow, user, _DQ) for user in flow.consumers.get(name, ()))
 
 
-def claim_blocker(flow: Dataflow, nodes: list[int]) -> str | None:
+def claim_blocker(flow: Dataflow, nodes: list[int], peeled: Peeled | None = None) -> str | None:
     """Why the QNN EP would not claim a fused node holding this task (it would be silently inlined), or None.
 
     The EP needs float ports: every quantized tensor must cross the boundary through a DQ or Q that
@@ -81,7 +85,7 @@ def claim_blocker(flow: Dataflow, nodes: list[int]) -> str | None:
     blocked = peel_blocker(flow, nodes)
     if blocked is not None:
         return blocked
-    peeled = peel(flow, nodes)
+    peeled = peeled or peel(flow, nodes)  # (the caller may hold it already)
     body = set(peeled.body)
     produced = {name for i in peeled.body for name in flow.nodes[i].output if name}
     for index in peeled.body:
@@ -105,10 +109,8 @@ def peel_blocker(flow: Dataflow, nodes: list[int]) -> str | None:
     for index in nodes:
         if not _is(flow, index, _Q):
             continue
-        out = flow.nodes[index].output[0]
-        users = flow.consumers.get(out, [])
-        leaves = out in flow.graph_outputs or any(u not in inside for u in users)
-        if leaves and any(u in inside for u in users):
+        leaves, read_inside = _q_readers(flow, index, inside)
+        if leaves and read_inside:
             return (f"QuantizeLinear {flow.nodes[index].name!r}: its result is read both inside and outside the task "
                     "(the QNN EP cannot claim a fused node with a quantized output)")
     return None

@@ -41,22 +41,28 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
                       model=args.model, engines=args.engines)
 
 
+def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
+    """analyze or fuse the model as the options say: (result, micro-batch decision or None)."""
+    from hexfuse import analyze_model, backend, fuse_model
+
+    if not args.micro_batches:
+        run = fuse_model if fuse else analyze_model
+        return run(args.model, scorer, args.allow_scalar), None
+    from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched, fuse_micro_batched
+
+    run_split = fuse_micro_batched if fuse else analyze_micro_batched
+    result, decision = run_split(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
+                                 args.split_axis, args.split == "always")
+    _say(f"micro-batches: {decision.reason}")
+    return result, decision
+
+
 def run_analyze(args: argparse.Namespace) -> int:
-    from hexfuse import analyze_model
     from hexfuse.graph_passes.outputs import analysis_report, report_json
     from hexfuse.graph_passes.report import render_report
 
-    decision = None
     scorer = _scorer(args)
-    if args.micro_batches:
-        from hexfuse import backend
-        from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched
-
-        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
-                                                 args.split_axis, args.split == "always")
-        _say(f"micro-batches: {decision.reason}")
-    else:
-        result = analyze_model(args.model, scorer, args.allow_scalar)
+    result, decision = _run_pass(args, scorer, fuse=False)
     data = analysis_report(result, scorer, f"analysis of {Path(args.model).name}")
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
@@ -65,22 +71,12 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_fuse(args: argparse.Namespace) -> int:
-    from hexfuse import fuse_model
     from hexfuse.graph_passes.outputs import check_outputs, write_fused
 
     start = time.perf_counter()
     scorer = _scorer(args)
     _say(f"fusing {args.model} for target {scorer.target.name}")
-    decision = None
-    if args.micro_batches:
-        from hexfuse import backend
-        from hexfuse.graph_passes.microbatch.decide import fuse_micro_batched
-
-        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
-                                              args.split_axis, args.split == "always")
-        _say(f"micro-batches: {decision.reason}")
-    else:
-        result = fuse_model(args.model, scorer, args.allow_scalar)
+    result, decision = _run_pass(args, scorer, fuse=True)
     analyzed = result.analyzed
     out = Path(args.output)
     check_outputs(result, out, scorer, args.plot)

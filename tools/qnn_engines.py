@@ -41,7 +41,8 @@ from pathlib import Path
 import onnx
 
 from hexfuse.graph_passes.cost.profile_rows import node_key
-from hexfuse.graph_passes.engine_map import EngineMap, Kernel, NodeEngines, file_sha256
+from hexfuse.graph_passes.engine_map import EngineMap, Kernel, NodeEngines
+from hexfuse.graph_passes.io import file_sha256
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.optrace import Schedule, Step, _is_matrix_kernel, find_schematics, read_schematic
 

@@ -30,7 +30,8 @@ def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float 
     loaded = target if isinstance(target, Target) else load_target(target)
     scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only)
     if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
-        from hexfuse.graph_passes.engine_map import file_sha256, find_engine_map
+        from hexfuse.graph_passes.engine_map import find_engine_map
+        from hexfuse.graph_passes.io import file_sha256
 
         lookup = find_engine_map(model, file_sha256(model), loaded.name, engines)
         scorer.engines, scorer.engines_note = lookup.engine_map, lookup.note
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
     if simulated:
         print(f"hexfuse: warning: {args.profile} comes from the HTP simulator ({simulated}); the fitted target "
               "describes the simulator, not a device", file=sys.stderr)
-    from hexfuse.graph_passes.engine_map import file_sha256, find_engine_map
+    from hexfuse.graph_passes.engine_map import find_engine_map
+    from hexfuse.graph_passes.io import file_sha256
 
     lookup = find_engine_map(args.model, file_sha256(args.model), base.name, args.engines)
     fit = fit_profile(args.profile, args.model, base, lookup.engine_map, overheads=not args.keep_overheads)

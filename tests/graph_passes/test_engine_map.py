@@ -17,12 +17,12 @@ from hexfuse.graph_passes.engine_map import (
     beside_path,
     cache_path,
     engine_map_from_json,
-    file_sha256,
     find_engine_map,
     load_engine_map,
 )
 from hexfuse.graph_passes.engines import OPTRACE, RULES, Engine, decide
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"

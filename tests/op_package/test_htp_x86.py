@@ -13,7 +13,6 @@ bit-equality with the original run is not a property either side has.)
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,27 +23,14 @@ import pytest
 
 from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec import load_spec
+from tests.htp_x86 import htp_x86_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).with_name("htp_run.py")
 MODELS = ("googlenet", "gptj_block_qdq", "llama_prefill_decode_qdq")
 
 
-def _missing() -> str | None:
-    if not os.environ.get("QNN_SDK_ROOT"):
-        return "QNN_SDK_ROOT not set (the Qualcomm SDK is proprietary and not installed here)"
-    if not (os.environ.get("X86_LIBNATIVE_DIR") or os.environ.get("HEXAGON_SDK_ROOT")):
-        return "neither HEXAGON_SDK_ROOT nor X86_LIBNATIVE_DIR is set (libnative for the x86 build)"
-    if shutil.which(os.environ.get("X86_CXX", "clang++")) is None:
-        return "no clang++ (set X86_CXX)"
-    try:
-        import onnxruntime_qnn  # noqa: F401
-    except ImportError:
-        return "onnxruntime-qnn is not installed"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+pytestmark = pytest.mark.skipif(htp_x86_missing() is not None, reason=str(htp_x86_missing()))
 
 
 @pytest.mark.parametrize("name", MODELS)

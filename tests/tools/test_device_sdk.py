@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,27 +19,14 @@ from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec import load_spec
 from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.presets import load_preset
+from tests.htp_x86 import htp_x86_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = Path(__file__).with_name("device_ctx_check.py")
 TIMEOUT = 900
 
 
-def _missing() -> str | None:
-    if not os.environ.get("QNN_SDK_ROOT"):
-        return "QNN_SDK_ROOT not set (the Qualcomm SDK is proprietary and not installed here)"
-    if not (os.environ.get("X86_LIBNATIVE_DIR") or os.environ.get("HEXAGON_SDK_ROOT")):
-        return "neither HEXAGON_SDK_ROOT nor X86_LIBNATIVE_DIR is set (libnative for the x86 build)"
-    if shutil.which(os.environ.get("X86_CXX", "clang++")) is None:
-        return "no clang++ (set X86_CXX)"
-    try:
-        import onnxruntime_qnn  # noqa: F401
-    except ImportError:
-        return "onnxruntime-qnn is not installed"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+pytestmark = pytest.mark.skipif(htp_x86_missing() is not None, reason=str(htp_x86_missing()))
 
 
 def _hexfuse(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

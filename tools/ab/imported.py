@@ -10,7 +10,6 @@ report folder as qnn_profile_<run>.csv (what `hexfuse calibrate` reads).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -18,20 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.io import file_sha256
 
 from . import baselines, compare, guards, latency, models, profile, qnn_session, report, timeline
 from .options import AbOptions
 from .sessions import RunConfig
 
 SCHEMA = "hexfuse-device-results/1"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_results(folder: Path) -> dict:
@@ -59,7 +51,7 @@ def _model_paths(folder: Path, res: dict, original: str | None, fused: str | Non
         for path, digest, what in pairs:
             if not path.is_file():
                 raise HexfuseError(f"model file not found: {path}")
-            if _sha256(path) != digest:
+            if file_sha256(path) != digest:
                 raise HexfuseError(f"{what} {path} is not the model the bundle of {folder} was made from (sha256 differs)")
         return Path(original), Path(fused)
     bundle = folder.resolve().parent
@@ -67,7 +59,7 @@ def _model_paths(folder: Path, res: dict, original: str | None, fused: str | Non
     if not manifest.is_file():
         raise HexfuseError(f"no bundle.json beside {folder}: put the results folder back into its bundle, or give "
                            "ORIGINAL FUSED (the files the bundle was made from)")
-    if _sha256(manifest) != res["bundle"]["manifest_sha256"]:
+    if file_sha256(manifest) != res["bundle"]["manifest_sha256"]:
         raise HexfuseError(f"{folder} was written by another bundle than {bundle} (bundle.json digest differs)")
     data = json.loads(manifest.read_text())
     return bundle / data["original"]["model"], bundle / data["fused"]["model"]
@@ -90,14 +82,7 @@ def _profile(folder: Path, res: dict, key: str, out_dir: Path) -> tuple[dict | N
     csv_path = folder / entry["dir"] / "profile.csv"
     copy = out_dir / f"qnn_profile_{key}.csv"
     shutil.copyfile(csv_path, copy)
-    parsed = profile.parse_qnn_csv(copy)
-    rows = [{"name": n, "duration": c, "start": None} for n, c in parsed["nodes"]]
-    summary = {"format": "qnn_csv", "file": copy.name, "unit": "cycles", "runs": parsed["runs"],
-               "accelerator_cycles_median": float(np.median(parsed["accelerator_cycles"]))
-               if parsed["accelerator_cycles"] else None,
-               "serial_sum_cycles": float(sum(c for _, c in parsed["nodes"])),
-               "nodes": [{"name": n, "cycles": c} for n, c in parsed["nodes"]]}
-    return summary, rows
+    return profile.qnn_profile_summary(copy)
 
 
 def _check_runs(res: dict, cfgs: dict[str, RunConfig], assign: dict[str, qnn_session.Assignment]) -> None:

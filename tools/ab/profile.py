@@ -58,6 +58,18 @@ def parse_qnn_csv(path: str | Path) -> dict:
             "accelerator_cycles": accel_cycles, "accelerator_us": accel_us}
 
 
+def qnn_profile_summary(path: Path) -> tuple[dict, list[dict]]:
+    """A QNN detailed-profile CSV as the report keeps it, and its rows laid back to back for the timeline."""
+    parsed = parse_qnn_csv(path)
+    rows = [{"name": n, "duration": c, "start": None} for n, c in parsed["nodes"]]
+    summary = {"format": "qnn_csv", "file": path.name, "unit": "cycles", "runs": parsed["runs"],
+               "accelerator_cycles_median": float(np.median(parsed["accelerator_cycles"]))
+               if parsed["accelerator_cycles"] else None,
+               "serial_sum_cycles": float(sum(c for _, c in parsed["nodes"])),
+               "nodes": [{"name": n, "cycles": c} for n, c in parsed["nodes"]]}
+    return summary, rows
+
+
 def parse_ort_profile(path: str | Path) -> dict:
     """ORT profiler JSON: Node events named `<node>_kernel_time`; keep the last run's events."""
     try:

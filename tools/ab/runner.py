@@ -9,8 +9,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from hexfuse.graph_passes.errors import HexfuseError
 
 from . import baselines, compare, cpu_package, guards, latency, models, profile, qnn_session, report, timeline
@@ -48,14 +46,7 @@ def _profile_run(cfg: RunConfig, feeds: dict, out_dir: Path, runs: int, level: s
             run_checked(cfg, sess, None, feeds)
         del sess
         gc.collect()  # the CSV is flushed when the session is released
-        parsed = profile.parse_qnn_csv(csv_path)
-        rows = [{"name": n, "duration": c, "start": None} for n, c in parsed["nodes"]]
-        summary = {"format": "qnn_csv", "file": csv_path.name, "unit": "cycles", "runs": parsed["runs"],
-                   "accelerator_cycles_median": float(np.median(parsed["accelerator_cycles"]))
-                   if parsed["accelerator_cycles"] else None,
-                   "serial_sum_cycles": float(sum(c for _, c in parsed["nodes"])),
-                   "nodes": [{"name": n, "cycles": c} for n, c in parsed["nodes"]]}
-        return summary, rows
+        return profile.qnn_profile_summary(csv_path)
     prefix = str(out_dir / f"ort_profile_{tag}")
     sess = make_session(cfg, profile_prefix=prefix)
     for _ in range(runs):

@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.io import file_sha256, write_atomic
 from hexfuse.tools.ab import models, qnn_session
 from hexfuse.tools.ab.inputs import load_npz, random_inputs
 from hexfuse.tools.ab.options import AbOptions
@@ -100,16 +100,6 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             np.lib.format.write_array(data, np.ascontiguousarray(arrays[name]), allow_pickle=False)
             z.writestr(info, data.getvalue())
     return out.getvalue()
-
-
-def sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _copy_model(src: Path, dst: Path) -> None:
@@ -307,7 +297,7 @@ def make_bundle(o: BundleOptions, say: Callable[[str], None]) -> Path:
         build.chmod(0o755)
         write_atomic(stage / "run_ab.py", RUN_SCRIPT.read_bytes())
         write_atomic(stage / "README.md", readme(target, o.package_name, sdk).encode())
-        data = manifest(o, target, preset.name, fused_count, sha256(original), sha256(fused))
+        data = manifest(o, target, preset.name, fused_count, file_sha256(original), file_sha256(fused))
         write_atomic(stage / "bundle.json", (json.dumps(data, indent=1) + "\n").encode())
         (stage / MARKER).write_text(f"hexfuse bundle for {target.name}\n")
         _swap_in(stage, out)

@@ -96,14 +96,15 @@ class Analysis:
         """The task's nodes split into function body and boundary DQ/Q left outside (qdq_boundary.py)."""
         cached = self._body_cache.get(task.id)
         if cached is None:
-            cached = self._body_cache[task.id] = peel(self.flow, self.task_nodes(task))
+            nodes = self.task_nodes(task)
+            cached = self._body_cache[task.id] = peel(self.flat, nodes) if self.has_qdq else Peeled(tuple(nodes), (), ())
         return cached
 
     def claim_blocker(self, task: Task) -> str | None:
         """Why a fused node holding this task would not run as such: the QNN EP would not claim it
         (qdq_boundary.py), or the backend refuses the task (backend.py)."""
         if task.id not in self._claim_cache:
-            reason = (claim_blocker(self.flow, self.task_nodes(task), self.task_body(task)) if self._has_qdq
+            reason = (claim_blocker(self.flat, self.task_nodes(task), self.task_body(task)) if self.has_qdq
                       else None)
             check = self.backend.task_check if self.backend is not None else None
             if reason is None and check is not None:
@@ -112,7 +113,7 @@ class Analysis:
         return self._claim_cache[task.id]
 
     @cached_property
-    def _has_qdq(self) -> bool:
+    def has_qdq(self) -> bool:
         """Quantized tensors anywhere (else every port is float and the EP's boundary rule holds)."""
         return any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.flat.op_types)
 

@@ -135,8 +135,12 @@ class FlatGraph:
         for node in graph.node:
             op_types.append(node.op_type)
             domains.append(node.domain)
-            ins = port_ids(node.input)
-            if has_subgraph(node):  # rare: control flow only
+            # In a sorted, valid graph every input is known by now: one lookup per name, and the
+            # slow path (which interns unknown names in order) only for what is not.
+            ins = tuple([get(name, -1) for name in node.input])
+            if -1 in ins:
+                ins = port_ids(node.input)
+            if node.attribute and has_subgraph(node):  # rare: control flow only
                 reads = outer_reads(node)
                 if reads:
                     explicit[len(inputs)] = len(ins)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
 
 _DQ, _Q = "DequantizeLinear", "QuantizeLinear"
 
@@ -38,29 +38,32 @@ class Peeled:
     quantize: tuple[int, ...]  # boundary Q nodes left outside (their inputs become fused outputs)
 
 
-def _is(flow: Dataflow, index: int, op_type: str) -> bool:
-    node = flow.nodes[index]
-    return node.op_type == op_type and node.domain in ("", "ai.onnx")
+def _is(flat: FlatGraph, index: int, op_type: str) -> bool:
+    return flat.op_types[index] == op_type and flat.domains[index] in ONNX_DOMAINS
 
 
-def _q_readers(flow: Dataflow, index: int, inside: set[int]) -> tuple[bool, bool]:
+def _q_readers(flat: FlatGraph, index: int, inside: set[int]) -> tuple[bool, bool]:
     """(read outside the task or a graph output, read inside) for the result of QuantizeLinear ``index``."""
-    out = flow.nodes[index].output[0]
-    users = flow.consumers.get(out, [])
-    return out in flow.graph_outputs or any(u not in inside for u in users), any(u in inside for u in users)
+    out = flat.outputs[index][0]
+    users = flat.consumers[out]
+    return out in flat.graph_outputs or any(u not in inside for u in users), any(u in inside for u in users)
 
 
-def peel(flow: Dataflow, nodes: list[int]) -> Peeled:
+def _produced(flat: FlatGraph, nodes) -> set[int]:
+    return {t for i in nodes for t in flat.outputs[i] if t >= 0}
+
+
+def peel(flat: FlatGraph, nodes: list[int]) -> Peeled:
     """Split a task's nodes into the function body and the boundary DQ/Q nodes that stay outside."""
     inside = set(nodes)
-    produced = {name for i in nodes for name in flow.nodes[i].output if name}
-    dequantize = [i for i in nodes if _is(flow, i, _DQ) and flow.nodes[i].input[0] not in produced]
+    produced = _produced(flat, nodes)
+    dequantize = [i for i in nodes if _is(flat, i, _DQ) and flat.inputs[i][0] not in produced]
     quantize = []
     for index in nodes:
-        if not _is(flow, index, _Q):
+        if not _is(flat, index, _Q):
             continue
-        leaves, read_inside = _q_readers(flow, index, inside)
-        if leaves and not read_inside and flow.nodes[index].input[0] in produced:
+        leaves, read_inside = _q_readers(flat, index, inside)
+        if leaves and not read_inside and flat.inputs[index][0] in produced:
             quantize.append(index)
     outside = set(dequantize) | set(quantize)
     body = tuple(i for i in nodes if i not in outside)
@@ -69,48 +72,52 @@ def peel(flow: Dataflow, nodes: list[int]) -> Peeled:
     return Peeled(body, tuple(dequantize), tuple(quantize))
 
 
-def _is_quantized_side(flow: Dataflow, name: str) -> bool:
+def _is_quantized_side(flat: FlatGraph, tensor: int) -> bool:
     """The integer side of a Q/DQ pair: produced by a QuantizeLinear or read by a DequantizeLinear."""
-    producer = flow.producer.get(name)
-    if producer is not None and _is(flow, producer, _Q):
+    producer = flat.producer[tensor]
+    if producer >= 0 and _is(flat, producer, _Q):
         return True
-    return any(_is(flow, user, _DQ) for user in flow.consumers.get(name, ()))
+    return any(_is(flat, user, _DQ) for user in flat.consumers[tensor])
 
 
-def claim_blocker(flow: Dataflow, nodes: list[int], peeled: Peeled | None = None) -> str | None:
+def _node(flat: FlatGraph, index: int) -> str:
+    return f"{flat.op_types[index]} {flat.node(index).name!r}"
+
+
+def claim_blocker(flat: FlatGraph, nodes: list[int], peeled: Peeled | None = None) -> str | None:
     """Why the QNN EP would not claim a fused node holding this task (it would be silently inlined), or None.
 
     The EP needs float ports: every quantized tensor must cross the boundary through a DQ or Q that
     stays outside (DESIGN.md section 4)."""
-    blocked = peel_blocker(flow, nodes)
+    blocked = peel_blocker(flat, nodes)
     if blocked is not None:
         return blocked
-    peeled = peeled or peel(flow, nodes)  # (the caller may hold it already)
+    peeled = peeled or peel(flat, nodes)  # (the caller may hold it already)
     body = set(peeled.body)
-    produced = {name for i in peeled.body for name in flow.nodes[i].output if name}
+    produced = _produced(flat, peeled.body)
     for index in peeled.body:
-        node = flow.nodes[index]
-        for name in node.input:
-            if name and name not in produced and not flow.is_static(name) and _is_quantized_side(flow, name):
-                return (f"{node.op_type} {node.name!r} reads quantized {name!r} without a DequantizeLinear of its own "
-                        "(the QNN EP claims fused nodes with float ports only)")
-        for name in node.output:
-            users = flow.consumers.get(name, ())
-            leaves = name in flow.graph_outputs or any(u not in body for u in users)
-            if name and leaves and _is_quantized_side(flow, name):
-                return (f"{node.op_type} {node.name!r} hands quantized {name!r} out of the fused node "
+        for tensor in flat.inputs[index]:
+            if tensor >= 0 and tensor not in produced and not flat.static[tensor] and _is_quantized_side(flat, tensor):
+                return (f"{_node(flat, index)} reads quantized {flat.names[tensor]!r} without a DequantizeLinear of "
+                        "its own (the QNN EP claims fused nodes with float ports only)")
+        for tensor in flat.outputs[index]:
+            if tensor < 0:
+                continue
+            leaves = tensor in flat.graph_outputs or any(u not in body for u in flat.consumers[tensor])
+            if leaves and _is_quantized_side(flat, tensor):
+                return (f"{_node(flat, index)} hands quantized {flat.names[tensor]!r} out of the fused node "
                         "(the QNN EP claims fused nodes with float ports only)")
     return None
 
 
-def peel_blocker(flow: Dataflow, nodes: list[int]) -> str | None:
+def peel_blocker(flat: FlatGraph, nodes: list[int]) -> str | None:
     """Why a task cannot take the claimable boundary form, or None."""
     inside = set(nodes)
     for index in nodes:
-        if not _is(flow, index, _Q):
+        if not _is(flat, index, _Q):
             continue
-        leaves, read_inside = _q_readers(flow, index, inside)
+        leaves, read_inside = _q_readers(flat, index, inside)
         if leaves and read_inside:
-            return (f"QuantizeLinear {flow.nodes[index].name!r}: its result is read both inside and outside the task "
+            return (f"QuantizeLinear {flat.node(index).name!r}: its result is read both inside and outside the task "
                     "(the QNN EP cannot claim a fused node with a quantized output)")
     return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import onnx
 
 from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.flat import FlatGraph
 from hexfuse.graph_passes.tasks import Task
 
 BRANCH, MICRO_BATCH, REQUEST = "branch", "micro-batch", "request"
@@ -47,11 +48,12 @@ def _metadata(model: onnx.ModelProto, key: str):
     return None
 
 
-def _components(analysis: Analysis) -> list[str]:
+def _components(flat: FlatGraph) -> list[str]:
     """Per node: the first graph input of its weakly connected component over non-constant tensors
-    ("" for nodes computed from constants alone)."""
-    flow = analysis.flow
-    parent = list(range(len(flow.nodes)))
+    ("" for nodes computed from constants alone; "" for all where one input feeds the whole graph)."""
+    if sum(1 for t in flat.graph_inputs if not flat.static[t]) <= 1:
+        return [""] * flat.node_count  # every component reaches the one input: a single request
+    parent = list(range(flat.node_count))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -59,23 +61,27 @@ def _components(analysis: Analysis) -> list[str]:
             i = parent[i]
         return i
 
-    constant = set(name for name in flow.initializers if flow.is_static(name))
-    reader_of_input: dict[str, int] = {}
-    for index, node in enumerate(flow.nodes):
-        live = [name for name in node.input if name and name not in constant]
-        if (node.input and not live) or node.op_type == "Constant":
-            constant.update(node.output)
+    constant = bytearray(flat.static)
+    reader_of_input: dict[int, int] = {}
+    producer = flat.producer
+    for index, ins in enumerate(flat.inputs):
+        live = [t for t in ins if t >= 0 and not constant[t]]
+        if (ins and not live) or flat.op_types[index] == "Constant":
+            for tensor in flat.outputs[index]:
+                if tensor >= 0:
+                    constant[tensor] = 1
             continue
-        for name in live:
-            other = flow.producer.get(name)
-            if other is None:  # a graph input: its readers meet at its first reader
-                other = reader_of_input.setdefault(name, index)
+        for tensor in live:
+            other = producer[tensor]
+            if other < 0:  # a graph input: its readers meet at its first reader
+                other = reader_of_input.setdefault(tensor, index)
             parent[find(index)] = find(other)
     first_input: dict[int, str] = {}
-    for info in flow.graph.input:
-        if info.name in reader_of_input:
-            first_input.setdefault(find(reader_of_input[info.name]), info.name)
-    return [first_input.get(find(i), "") for i in range(len(flow.nodes))]
+    for info in flat.model.graph.input:
+        tensor = flat.ids[info.name]
+        if tensor in reader_of_input:
+            first_input.setdefault(find(reader_of_input[tensor]), info.name)
+    return [first_input.get(find(i), "") for i in range(flat.node_count)]
 
 
 class Sources:
@@ -91,7 +97,7 @@ class Sources:
         self._components: list[str] | None = None
 
     def node_part(self, index: int) -> Part:
-        name = self.analysis.flow.nodes[index].name
+        name = self.analysis.flat.node(index).name
         micro_batch = None
         match = _MICRO_BATCH.match(name) if self.micro_batches else None
         if match and int(match.group(1)) < self.micro_batches:
@@ -100,12 +106,12 @@ class Sources:
             request = next((label for label, prefix in self.prefixes if name.startswith(prefix)), "")
         else:
             if self._components is None:
-                self._components = _components(self.analysis)
+                self._components = _components(self.analysis.flat)
             request = self._components[index]
         return Part(request, micro_batch)
 
     def task_part(self, task: Task) -> Part:
-        return self.node_part(self.analysis.units.units[task.units[0]].core)
+        return self.node_part(self.analysis.units.core[task.units[0]])
 
     def kind(self, tasks: tuple[Task, ...]) -> str:
         parts = [self.task_part(task) for task in tasks]

@@ -105,8 +105,11 @@ class Structures:
         key = self._attributes.get(index)
         if key is None:
             flat = self.flat
-            if _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
-                key = self._id(("attrs", tuple(a.SerializeToString() for a in flat.nodes[index].attribute)))
+            attributes = flat.nodes[index].attribute
+            if not attributes:
+                key = -1
+            elif _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
+                key = self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
             else:
                 key = -1  # the schema defines no attribute, and the checker refuses unknown ones
             self._attributes[index] = key
@@ -128,15 +131,23 @@ class Structures:
         return key
 
     def _task(self, task: Task) -> int:
-        flat, attributes, known = self.flat, self.attributes, self._attributes
+        flat, known = self.flat, self._attributes
         op_types, domains, inputs, outputs = flat.op_types, flat.domains, flat.inputs, flat.outputs
+        body = self.analysis.task_body(task).body
         local: dict[int, int] = {}
         number = local.setdefault  # len(local) is read first: a new tensor gets the next number
-        rows = [(op_types[i], domains[i], known[i] if i in known else attributes(i),
-                 tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
-                 tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]]))
-                for i in self.analysis.task_body(task).body]
-        ins, outs = self.boundary(task)
+        rows = []
+        for i in body:
+            attributes = known.get(i)
+            if attributes is None:
+                attributes = self.attributes(i)
+            rows.append((op_types[i], domains[i], attributes,
+                         tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
+                         tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]])))
+        bounds = self._boundaries.get(task.id)
+        if bounds is None:
+            bounds = self._boundaries[task.id] = boundary(self.analysis, body)
+        ins, outs = bounds
         signatures = self._signatures
         self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
         return self._id((task.engine.value, tuple(rows), tuple([signatures[t] for t in local]),
@@ -155,8 +166,10 @@ class Structures:
             baked = tuple((n, self._baked(t)) for n, t in enumerate(self._tensors[task.id]) if may_bake[t])
             # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
             # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
-            ins, outs = self.boundary(task)
-            wires = (tuple(self._wire(t, True) for t in ins), tuple(self._wire(t, False) for t in outs))
+            wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)
+            if self.analysis.has_qdq:
+                ins, outs = self.boundary(task)
+                wires = (tuple(self._wire(t, True) for t in ins), tuple(self._wire(t, False) for t in outs))
             key = self._shared[task.id] = self._id((base, baked, wires))
         return key
 

@@ -88,8 +88,9 @@ class Analysis:
         """Node indices of a task, in the graph's topological order."""
         nodes = self._nodes_cache.get(task.id)
         if nodes is None:
-            unit_nodes = self.units.nodes
-            nodes = self._nodes_cache[task.id] = sorted(i for unit in task.units for i in unit_nodes[unit])
+            unit_nodes, units = self.units.nodes, task.units
+            nodes = self._nodes_cache[task.id] = (list(unit_nodes[units[0]]) if len(units) == 1  # sorted already
+                                                  else sorted(i for unit in units for i in unit_nodes[unit]))
         return nodes
 
     def task_body(self, task: Task) -> Peeled:

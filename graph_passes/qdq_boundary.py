@@ -24,15 +24,14 @@ fused: ``claim_blocker`` gives the reason the report prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
 
 _DQ, _Q = "DequantizeLinear", "QuantizeLinear"
 
 
-@dataclass(frozen=True)
-class Peeled:
+class Peeled(NamedTuple):
     body: tuple[int, ...]  # node indices left inside the function, in graph order
     dequantize: tuple[int, ...]  # boundary DQ nodes left outside (their outputs become fused inputs)
     quantize: tuple[int, ...]  # boundary Q nodes left outside (their inputs become fused outputs)

@@ -48,7 +48,6 @@ class Structures:
         self.flat = analysis.flat
         self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
         self._intern: dict[object, int] = {}
-        self._attributes: dict[int, int] = {}
         self._tasks: dict[int, int] = {}
         self._tensors: dict[int, tuple[int, ...]] = {}  # task -> its tensors in numbering order
         self._shared: dict[int, int] = {}  # task -> key with baked values
@@ -101,19 +100,17 @@ class Structures:
                         marks[tensor] = 1
         return marks
 
-    def attributes(self, index: int) -> int:
-        key = self._attributes.get(index)
-        if key is None:
-            flat = self.flat
-            attributes = flat.nodes[index].attribute
-            if not attributes:
-                key = -1
-            elif _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
-                key = self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
-            else:
-                key = -1  # the schema defines no attribute, and the checker refuses unknown ones
-            self._attributes[index] = key
-        return key
+    @cached_property
+    def _attribute_keys(self) -> list[int]:
+        """Per node: its attributes up to renaming, -1 where it has none that count."""
+        flat = self.flat
+        keys = [-1] * flat.node_count
+        for index, node in enumerate(flat.nodes):
+            attributes = node.attribute
+            # (where the schema defines no attribute at all, the checker refuses any: none count)
+            if attributes and _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
+                keys[index] = self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
+        return keys
 
     # -- tasks -----------------------------------------------------------------------------------
     def boundary(self, task: Task) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -131,19 +128,15 @@ class Structures:
         return key
 
     def _task(self, task: Task) -> int:
-        flat, known = self.flat, self._attributes
+        flat, attributes = self.flat, self._attribute_keys
         op_types, domains, inputs, outputs = flat.op_types, flat.domains, flat.inputs, flat.outputs
         body = self.analysis.task_body(task).body
         local: dict[int, int] = {}
         number = local.setdefault  # len(local) is read first: a new tensor gets the next number
-        rows = []
-        for i in body:
-            attributes = known.get(i)
-            if attributes is None:
-                attributes = self.attributes(i)
-            rows.append((op_types[i], domains[i], attributes,
-                         tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
-                         tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]])))
+        rows = [(op_types[i], domains[i], attributes[i],
+                 tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
+                 tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]]))
+                for i in body]
         bounds = self._boundaries.get(task.id)
         if bounds is None:
             bounds = self._boundaries[task.id] = boundary(self.analysis, body)

@@ -142,9 +142,9 @@ class Structures:
             bounds = self._boundaries[task.id] = boundary(self.analysis, body)
         ins, outs = bounds
         signatures = self._signatures
-        self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
-        return self._id((task.engine.value, tuple(rows), tuple([signatures[t] for t in local]),
-                         tuple([local[t] for t in ins]), tuple([local[t] for t in outs])))
+        tensors = self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
+        return self._id((task.engine.value, tuple(rows), tuple(map(signatures.__getitem__, tensors)),
+                         tuple(map(local.__getitem__, ins)), tuple(map(local.__getitem__, outs))))
 
     def code(self, task: Task) -> int:
         """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
@@ -215,11 +215,10 @@ def boundary(analysis: Analysis, node_indices: Sequence[int]) -> tuple[tuple[int
     """(inputs, outputs) of a set of nodes: tensors read from outside, tensors used outside (or graph outputs)."""
     flat = analysis.flat
     inputs_of, outputs_of, consumers, graph_outputs = flat.inputs, flat.outputs, flat.consumers, flat.graph_outputs
-    if len(node_indices) == 1:
+    if len(node_indices) == 1:  # (a node never reads its own output: the graph is acyclic)
         index = node_indices[0]
-        outs = outputs_of[index]
-        ins = tuple(dict.fromkeys(t for t in inputs_of[index] if t >= 0 and t not in outs))
-        return ins, tuple(t for t in outs if t >= 0 and (t in graph_outputs or any(u != index for u in consumers[t])))
+        ins = tuple(dict.fromkeys([t for t in inputs_of[index] if t >= 0]))
+        return ins, tuple([t for t in outputs_of[index] if t >= 0 and (consumers[t] or t in graph_outputs)])
     inside = set(node_indices)
     produced = {t for i in node_indices for t in outputs_of[i] if t >= 0}
     inputs: dict[int, None] = {}

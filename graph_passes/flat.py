@@ -100,8 +100,6 @@ class FlatGraph:
         typed = typed if typed is not None else graph
         ids: dict[str, int] = {}
         names: list[str] = []
-        op_types: list[str] = []
-        domains: list[str] = []
         inputs: list[tuple[int, ...]] = []
         outputs: list[tuple[int, ...]] = []
 
@@ -132,9 +130,10 @@ class FlatGraph:
             return tuple(row)
 
         explicit: dict[int, int] = {}
-        for node in graph.node:
-            op_types.append(node.op_type)
-            domains.append(node.domain)
+        nodes = graph.node
+        op_types = [node.op_type for node in nodes]
+        domains = [node.domain for node in nodes]
+        for index, node in enumerate(nodes):
             # In a sorted, valid graph every input is known by now: one lookup per name, and the
             # slow path (which interns unknown names in order) only for what is not.
             ins = tuple([get(name, -1) for name in node.input])
@@ -143,7 +142,7 @@ class FlatGraph:
             if node.attribute and has_subgraph(node):  # rare: control flow only
                 reads = outer_reads(node)
                 if reads:
-                    explicit[len(inputs)] = len(ins)
+                    explicit[index] = len(ins)
                     ins += port_ids(reads)
             inputs.append(ins)
             outputs.append(port_ids(node.output))

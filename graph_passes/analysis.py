@@ -44,7 +44,8 @@ class Analysis:
     _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
-    quant_specs: dict[int, object] = field(default_factory=dict, repr=False)
+    quant_specs: dict[int, object] = field(default_factory=dict, repr=False)  # by tensor
+    node_quant_specs: dict[int, object] = field(default_factory=dict, repr=False)  # by Q/DQ node
 
     @staticmethod
     def of(model: onnx.ModelProto, backend: Backend | None = None, *, folds: frozenset[str] = frozenset(),

@@ -42,6 +42,14 @@ def boundary(analysis: Analysis, node_indices: list[int]) -> tuple[list[str], li
 
 
 def _quant_of(analysis: Analysis, index: int) -> QuantSpec | None:
+    """The encoding of Q/DQ node ``index`` (None where its parameters are not constants)."""
+    cache = analysis.node_quant_specs
+    if index not in cache:
+        cache[index] = _read_quant(analysis, index)
+    return cache[index]
+
+
+def _read_quant(analysis: Analysis, index: int) -> QuantSpec | None:
     flat = analysis.flat
     ins, op_type = flat.inputs[index], flat.op_types[index]
     scale = flat.constant_value(ins[1]) if len(ins) > 1 and ins[1] >= 0 else None

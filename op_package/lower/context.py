@@ -51,6 +51,8 @@ def cpp(value: object) -> str:
         text = repr(f32)
         return text + "f" if ("." in text or "e" in text) else text + ".0f"
     if isinstance(value, (list, tuple)):
+        if all(type(v) is int and -2**31 <= v < 2**31 for v in value):  # tables: one join, same text
+            return "{{" + ", ".join(map(str, value)) + "}}"
         return "{{" + ", ".join(cpp(v) for v in value) + "}}"
     if isinstance(value, str):
         return value  # already C++ (enum names)

@@ -108,7 +108,7 @@ def find_candidates(analysis: Analysis) -> Candidates:
     reaches = [analysis.reach.mask_from(task.units) for task in fusable]
     owns = [_own_mask(task) for task in fusable]
     names = analysis.flat.names
-    buffers = [None] * len(fusable)  # computed on first use: many tasks never get past the reach tests
+    buffers = analysis.buffers
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
     for i, a in enumerate(fusable):
@@ -126,12 +126,8 @@ def find_candidates(analysis: Analysis) -> Candidates:
             if (b.units[-1] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
                     or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
                     # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
-                    or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)):
-                continue
-            a_buffers = buffers[i] or analysis.buffers(a)
-            b_buffers = buffers[j] = buffers[j] or analysis.buffers(b)
-            buffers[i] = a_buffers
-            if hazard(a_buffers, b_buffers, names):
+                    or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
+                    or hazard(buffers(a), buffers(b), names)):
                 continue
             pairs.append(Pair(a.id, b.id))
             own.append(b.id)

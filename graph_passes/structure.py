@@ -137,10 +137,7 @@ class Structures:
                  tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
                  tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]]))
                 for i in body]
-        bounds = self._boundaries.get(task.id)
-        if bounds is None:
-            bounds = self._boundaries[task.id] = boundary(self.analysis, body)
-        ins, outs = bounds
+        ins, outs = self.boundary(task)
         signatures = self._signatures
         tensors = self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
         return self._id((task.engine.value, tuple(rows), tuple(map(signatures.__getitem__, tensors)),

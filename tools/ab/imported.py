@@ -100,7 +100,7 @@ def _check_runs(res: dict, cfgs: dict[str, RunConfig], assign: dict[str, qnn_ses
 
 
 def import_results(results_dir: str, o: AbOptions, original: str | None = None, fused: str | None = None) -> dict:
-    from .runner import _cycles_section, _headline
+    from .runner import measured_sections
 
     folder = Path(results_dir)
     res = load_results(folder)
@@ -130,9 +130,6 @@ def import_results(results_dir: str, o: AbOptions, original: str | None = None, 
             profiles[r["key"]] = summary
             timelines[r["key"]] = timeline.build(rows, orig_m if r["role"] == "original" else fused_m, "cycles")
     primary = "b4_fused_concurrent" if "b4_fused_concurrent" in keys else next((k for k in keys if k != ref), "")
-    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b,
-                           note=baselines.pair_note("qnn", a, b))
-                for name, a, b in baselines.gain_pairs(set(keys))}
     plan = baselines.Plan(reference=ref, primary_fused=primary)
     base_rows = [{"key": r["key"], "label": r["label"], "available": True, "reason": None, "model": r["source"],
                   "role": r["role"], "ep": "qnn", "latency": latency.stats(times[r["key"]])} for r in res["runs"]]
@@ -151,17 +148,7 @@ def import_results(results_dir: str, o: AbOptions, original: str | None = None, 
         "cpu_custom_op_library": None,
         "inputs": {"source": "bundle inputs.npz", "tensors": {}},
         "iters": res["iters"], "warmup": res["warmup"],
-        "reference": ref, "primary_fused": primary,
-        "baselines": base_rows,
-        "equivalence": {"passed": all(e["passed"] for e in equiv.values()), "against": ref, "runs": equiv},
-        "speedups": speedups,
-        "headline": speedups.get(_headline(plan, speedups)),
-        "assignment": {k: a.summary() for k, a in assign.items()},
-        "profiles": profiles,
-        "engines": {k: {kk: v for kk, v in tl.items() if kk != "events"} for k, tl in timelines.items()},
-        "cycles": _cycles_section(profiles),
-        "report_dir": str(out_dir),
-        "raw_latency_ms": {k: [round(float(x), 6) for x in v] for k, v in times.items()},
+        **measured_sections(plan, "qnn", times, o.seed, base_rows, equiv, assign, profiles, timelines, out_dir),
         "imported": {"results": str(folder.resolve()), "form": res["form"], "target": res["bundle"]["target"],
                      "session_seconds": {r["key"]: r["session_seconds"] for r in res["runs"]},
                      "profile_levels": res.get("levels", []),

@@ -137,10 +137,6 @@ def run_ab(o: AbOptions) -> dict:
             model = orig_m if cfg.role == "original" else fused_m
             timelines[cfg.key] = timeline.build(rows, model, summary["unit"])
 
-    measured = set(times)
-    speedups = {name: dict(latency.paired_speedup(times[a], times[b], o.seed), reference=a, candidate=b,
-                           note=baselines.pair_note(o.ep, a, b))
-                for name, a, b in baselines.gain_pairs(measured)}
     base_rows = [{"key": c.key, "label": c.label, "available": True, "reason": None, "model": c.model_path,
                   "role": c.role, "ep": c.ep, "latency": latency.stats(times[c.key])} for c in pl.runs]
     base_rows += pl.unavailable
@@ -158,6 +154,21 @@ def run_ab(o: AbOptions) -> dict:
         "inputs": {"source": o.inputs or f"random(seed={o.seed})",
                    "tensors": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in feeds.items()}},
         "iters": o.iters, "warmup": o.warmup,
+        **measured_sections(pl, o.ep, times, o.seed, base_rows, equiv, assign, profiles, timelines, out_dir),
+    }
+    report.write_all(out_dir, rep, timelines, times)
+    prog(f"report written to {out_dir}", force=True)
+    return rep
+
+
+def measured_sections(pl: baselines.Plan, ep: str, times: dict, seed: int, base_rows: list[dict], equiv: dict,
+                      assign: dict, profiles: dict, timelines: dict, out_dir: Path) -> dict:
+    """The report's measured part, the same for runs made here and runs imported from a device:
+    baselines, equivalence, paired speedups with the headline, placement, profiles, engines, cycles."""
+    speedups = {name: dict(latency.paired_speedup(times[a], times[b], seed), reference=a, candidate=b,
+                           note=baselines.pair_note(ep, a, b))
+                for name, a, b in baselines.gain_pairs(set(times))}
+    return {
         "reference": pl.reference, "primary_fused": pl.primary_fused,
         "baselines": base_rows,
         "equivalence": {"passed": all(e["passed"] for e in equiv.values()), "against": pl.reference,
@@ -171,9 +182,6 @@ def run_ab(o: AbOptions) -> dict:
         "report_dir": str(out_dir),
         "raw_latency_ms": {k: [round(float(x), 6) for x in v] for k, v in times.items()},
     }
-    report.write_all(out_dir, rep, timelines, times)
-    prog(f"report written to {out_dir}", force=True)
-    return rep
 
 
 def _headline(pl: baselines.Plan, speedups: dict) -> str:

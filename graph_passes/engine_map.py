@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hexfuse.graph_passes.qnn_schedule import QnnSchedule
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.io import write_atomic
 
@@ -94,6 +95,9 @@ class EngineMap:
     unattributed: dict[str, tuple[Kernel, ...]] = field(default_factory=dict)  # QNN-inserted nodes, graph I/O
     made_with: dict[str, Any] = field(default_factory=dict)
     path: str = field(default="", compare=False)  # where it was read from ("" when built in memory)
+    # QNN's schedule of the original model as a happens-before graph (qnn_schedule.py): what the
+    # HTP decisions replay; absent from maps made before it was recorded
+    schedule: QnnSchedule | None = field(default=None, compare=False)
 
     def node(self, name: str) -> NodeEngines | None:
         """The node's entry; a node with no op in the final schedule gets an empty one; None if unknown."""
@@ -127,7 +131,15 @@ class EngineMap:
         raw = {"schema": SCHEMA, "model": self.model, "model_sha256": self.model_sha256, "target": self.target,
                "made_with": self.made_with, "nodes": nodes, "absent": sorted(self.absent),
                "unattributed": {name: kernels(ks) for name, ks in sorted(self.unattributed.items())}}
-        return json.dumps(raw, indent=1, sort_keys=True) + "\n"
+        text = json.dumps(raw, indent=1, sort_keys=True)
+        if self.schedule is None:
+            return text + "\n"
+        # the schedule's ops one row a line: a thousand ops stay a thousand lines
+        schedule = self.schedule.to_json()
+        rows = ",\n  ".join(json.dumps(row, separators=(",", ":")) for row in schedule["ops"])
+        head = json.dumps({k: v for k, v in schedule.items() if k != "ops"}, sort_keys=True)[:-1]
+        return f'{text[:-2]},\n "schedule": {head}, "ops": [\n  {rows}\n ]}}\n}}\n'
+
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,9 +188,10 @@ def engine_map_from_json(text: str, where: str) -> EngineMap:
     if not isinstance(absent, list) or not all(isinstance(a, str) for a in absent) or not isinstance(unattributed, dict):
         raise _fail(where, "'absent' must be a list of names and 'unattributed' an object")
     made_with = raw.get("made_with", {})
+    schedule = QnnSchedule.from_json(raw["schedule"], f"engine map {where}") if "schedule" in raw else None
     return EngineMap(raw["model"], raw["model_sha256"], raw["target"], nodes, tuple(absent),
                      {k: _kernels(v, f"{where}: unattributed {k!r}") for k, v in unattributed.items()},
-                     made_with if isinstance(made_with, dict) else {}, where)
+                     made_with if isinstance(made_with, dict) else {}, where, schedule)
 
 
 def load_engine_map(path: str | Path) -> EngineMap:

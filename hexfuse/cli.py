@@ -38,7 +38,7 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
         if not 0.0 <= value < 1.0:
             raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
     return scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
-                      model=args.model, engines=args.engines)
+                      model=args.model, engines=args.engines, use_schedule=not args.ignore_schedule)
 
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also fuse groups predicted to gain by entry merging alone (default on HTP: only engine overlap)")
         sub.add_argument("--engines", metavar="MAP.json", help="engine map of the model (`hexfuse engines`; default: "
                          "one beside the model in engines/, else in the cache; none: op-type rules)")
+        sub.add_argument("--ignore-schedule", action="store_true",
+                         help="decide by the estimated cost model even where the engine map holds QNN's schedule of the "
+                              "model (whose replay decides by default): to build and measure groups the replay rejects")
         sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
                          help="also try N micro-batches along a row-independent axis; kept where predicted faster")
         sub.add_argument("--split", choices=("auto", "always"), default="auto",

@@ -11,11 +11,13 @@ turns the op table (``opdesc_map``) into a schedule:
     hvx                   |== HexFuse_k__t1 ==============|        launch (MOVE_EARLY) .. wait (MOVE_LATE)
     dma                   |== weights_to_vtcm ==|                   dma start .. dma sync
 
-Positions are issue order, not time: the simulator's clock says nothing about a device (DESIGN.md 4).
-An op runs on a background resource from its launch to its wait, so two ops overlap exactly when
-one is issued inside the other's launch..wait window. Ops keep the QNN node id of the node they came
-from in their low 32 bits, so every final op is attributed to the QNN node (a fused node, say) it
-was expanded from; ``qnn_name_translations`` names those nodes.
+Positions are a display order, not time (the simulator's clock says nothing about a device) and not
+the synchronisation either: what may run together is read from the happens-before graph of the run
+lists and checkpoint gates (``runlist2`` main thread in program order, ``runlist_vec`` HVX threads,
+done -> gate edges; tools/schedule_reader.py, graph_passes/qnn_schedule.py): two ops may overlap
+exactly when neither reaches the other. Ops keep the QNN node id of the node they came from in their
+low 32 bits, so every final op is attributed to the QNN node (a fused node, say) it was expanded from;
+``qnn_name_translations`` names those nodes.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.io import write_atomic
 
 ENGINES = ("main", "hmx", "hvx", "dma")
-_WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name", "graph_before_optimization")
+_WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name", "graph_before_optimization",
+           "runlist2", "runlist_vec", "bandwidth_information")
 _MAX_BYTES = 256 << 20
 
 
@@ -73,6 +76,10 @@ class Schedule:
     # node id -> ids of the nodes producing its inputs (engine_map attribution walks it)
     operations: dict[int, str] = field(default_factory=dict)
     producers: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # the run lists in program order (op ids): runlist2 is the main thread, runlist_vec the HVX threads
+    main_list: tuple[int, ...] = ()
+    vec_list: tuple[int, ...] = ()
+    bandwidth: dict[int, tuple[int, int]] = field(default_factory=dict)  # op id -> (VTCM bytes, DDR bytes)
 
     def of_node(self, name: str) -> list[Span]:
         ids = {i for i, n in self.nodes.items() if n == name or n.startswith(name + "_")}
@@ -190,7 +197,22 @@ def read_schematic(path: str | Path) -> Schedule:
     operations, producers = _before_optimization(found.get("graph_before_optimization"))
     graph = found.get("qnn_graph_name")  # a literal string, or the file's name (never an evaluated call's dict)
     return Schedule(graph if isinstance(graph, str) and graph else path.stem, steps, _spans(steps), nodes, gates,
-                    operations, producers)
+                    operations, producers, _ids(found.get("runlist2")), _ids(found.get("runlist_vec")),
+                    _bandwidth(found.get("bandwidth_information")))
+
+
+def _ids(value: object) -> tuple[int, ...]:
+    return tuple(v for v in value if isinstance(v, int)) if isinstance(value, list) else ()
+
+
+def _bandwidth(rows: object) -> dict[int, tuple[int, int]]:
+    """``[{"opid": id, "dram_read": n, "dram_write": n, "vtcm_read": n, "vtcm_write": n}, ...]``."""
+    out: dict[int, tuple[int, int]] = {}
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict) and isinstance(row.get("opid"), int):
+            number = lambda key: row.get(key) if isinstance(row.get(key), int) else 0  # noqa: E731
+            out[row["opid"]] = (number("vtcm_read") + number("vtcm_write"), number("dram_read") + number("dram_write"))
+    return out
 
 
 def _before_optimization(graph: object) -> tuple[dict[int, str], dict[int, tuple[int, ...]]]:
@@ -217,17 +239,15 @@ class FusedNodeSchedule:
     matrix: tuple[Span, ...]  # QNN's own ops on HMX expanded from the node
     tasks: tuple[Span, ...]  # hexfuse task ops (HVX)
     other: tuple[Span, ...]  # everything else expanded from the node (conversions, weight moves)
+    # from the happens-before graph (run lists + checkpoint gates; graph_passes/qnn_schedule.py):
+    in_window: int = 0  # task ops that may run beside one of the node's own HMX ops
+    tasks_together: bool = False  # two of its task ops may run at the same time (on two HVX threads)
 
     @property
     def overlapped(self) -> bool:
-        """A task op is in flight (launched, not yet waited on) while a matrix op or another task op of
-        the node is issued (two task ops run on two HVX threads)."""
-        def meet(a: Span, b: Span) -> bool:
-            return a.start < b.start <= a.end or b.start <= a.start <= b.end
-
-        pairs = [(t, m) for t in self.tasks for m in self.matrix]
-        pairs += [(a, b) for i, a in enumerate(self.tasks) for b in self.tasks[i + 1:]]
-        return any(meet(a, b) for a, b in pairs)
+        """A task op may run beside a matrix op of the node, or beside another of its task ops: neither
+        reaches the other in QNN's happens-before graph."""
+        return self.in_window > 0 or self.tasks_together
 
     @property
     def serial(self) -> bool:
@@ -235,13 +255,23 @@ class FusedNodeSchedule:
 
 
 def fused_node_schedules(schedule: Schedule) -> list[FusedNodeSchedule]:
+    from hexfuse.tools.schedule_reader import qnn_schedule
+
+    graph = qnn_schedule(schedule) if schedule.main_list else None
     out = []
     for node in schedule.fused_nodes():
         spans = schedule.of_node(node)
         tasks = tuple(s for s in spans if "__t" in s.name and s.engine == "hvx")
         matrix = tuple(s for s in spans if s.engine == "hmx" or (s.engine == "hvx" and _is_matrix_kernel(s.name)))
         other = tuple(s for s in spans if s not in tasks and s not in matrix)
-        out.append(FusedNodeSchedule(node, matrix, tasks, other))
+        in_window, together = 0, False
+        if graph is not None:
+            mine = set(graph.of_nodes([node]))
+            task_ops = [i for i in mine if "__t" in graph.ops[i].kernel and graph.ops[i].lane == "vec"]
+            hmx_ops = [i for i in mine if graph.ops[i].resource == "hmx" or _is_matrix_kernel(graph.ops[i].kernel)]
+            in_window = sum(1 for t in task_ops if any(not graph.ordered(t, m) for m in hmx_ops))
+            together = any(not graph.ordered(a, b) for a in task_ops for b in task_ops if a < b)
+        out.append(FusedNodeSchedule(node, matrix, tasks, other, in_window, together))
     return out
 
 
@@ -256,9 +286,17 @@ def _is_matrix_kernel(name: str) -> bool:
 def summary_lines(schedule: Schedule) -> list[str]:
     lines = [f"schedule of {schedule.graph}: {len(schedule.steps)} op-table entries, "
              + ", ".join(f"{e} {sum(1 for s in schedule.spans if s.engine == e)}" for e in ENGINES)]
+    if schedule.main_list:
+        from hexfuse.tools.schedule_reader import qnn_schedule
+
+        counts = qnn_schedule(schedule).counts()
+        lines.append(f"happens-before graph: {counts['main']} main-list ops ({counts['hmx']} on HMX), {counts['vec']} on the "
+                     f"HVX list; {counts['hvx_beside_hmx']} HVX ops may run beside an HMX op ({counts['hvx_hmx_pairs']} "
+                     f"unordered HVX-HMX pairs); {counts['copies']} layout copies, {counts['syncs']} syncs")
     for fused in fused_node_schedules(schedule):
         verdict = ("serial: task ops wait for the previous task" if fused.serial
-                   else "overlapped" if fused.overlapped else "not overlapped in issue order")
+                   else f"overlapped ({fused.in_window} of {len(fused.tasks)} task ops beside the node's own HMX ops)"
+                   if fused.overlapped else "not overlapped: every task op is ordered against the node's matrix ops")
         lines.append(f"  {fused.node}: {verdict}")
         for label, spans in (("matrix", fused.matrix), ("tasks", fused.tasks)):
             for s in spans:

@@ -12,7 +12,8 @@ DESCRIPTION = """\
 Read the optrace schematic the QNN EP writes with profiling_level=optrace (<graph>_schematic.bin in the
 working folder) and show, per hexfuse fused node, which ops QNN made of it, on which engine (HMX, HVX,
 DMA, main thread) and where in the run lists: the matrix work as QNN's own ops, the task ops launched
-on HVX threads, and whether the two are in flight together. Positions are issue order, not time."""
+on HVX threads, and whether the two may run together: read from QNN's happens-before graph (main-list
+order plus checkpoint gates), not from run-list positions, which are a display order, not time."""
 
 
 def register(subparsers) -> None:
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     schedule = read_schematic(path)
     fused = fused_node_schedules(schedule)
     if args.json:
-        print(json.dumps([{"node": f.node, "overlapped": f.overlapped, "serial": f.serial,
+        print(json.dumps([{"node": f.node, "overlapped": f.overlapped, "serial": f.serial, "in_window": f.in_window,
                            "matrix": [vars(s) for s in f.matrix], "tasks": [vars(s) for s in f.tasks]} for f in fused]))
     else:
         print("\n".join(summary_lines(schedule)))

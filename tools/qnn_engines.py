@@ -45,6 +45,7 @@ from hexfuse.graph_passes.engine_map import EngineMap, Kernel, NodeEngines
 from hexfuse.graph_passes.io import file_sha256
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.optrace import Schedule, Step, _is_matrix_kernel, find_schematics, read_schematic
+from hexfuse.tools.schedule_reader import qnn_schedule
 
 # The QNN EP preset each bundled target is prepared with (qnn_configs/presets): its SoC, HTP arch, fp16.
 TARGET_PRESETS = {"sm8550": "htp_v73_burst", "sm8650": "htp_v75_burst", "sm8750": "htp_v79_burst"}
@@ -162,9 +163,27 @@ def engine_map_from_schedule(schedule: Schedule, model: onnx.ModelProto, model_n
         if name not in nodes:
             nodes[name] = NodeEngines("none", "none", (), "", into)
     absent = tuple(sorted(n for n in onnx_names if n not in nodes))
+    happens_before = None
+    if schedule.main_list:  # the run lists: QNN's schedule as a happens-before graph, ops named by ONNX node
+        happens_before = qnn_schedule(schedule, lambda origin: onnx_node(moved.get(origin, origin)) or "",
+                                      _node_macs(model))
     return EngineMap(model_name, sha256, target, nodes, absent,
                      {label: _summarise(steps, label).kernels for label, steps in unattributed.items()},
-                     dict(made_with or {}))
+                     dict(made_with or {}), schedule=happens_before)
+
+
+def _node_macs(model: onnx.ModelProto) -> dict[str, int]:
+    """MACs per ONNX node from inferred shapes (what the schedule's HMX ops share)."""
+    from hexfuse.graph_passes.flat import FlatGraph
+    from hexfuse.graph_passes.work import node_work
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # onnx raises several types; no shapes means no MACs, not no map
+        return {}
+    flat = FlatGraph.build(inferred)
+    return {node.name: work.macs for i, node in enumerate(inferred.graph.node)
+            if node.name and (work := node_work(flat, i)).macs}
 
 
 # --- running the QNN EP ----------------------------------------------------------------------------

@@ -23,12 +23,13 @@ from hexfuse.graph_passes.spec import FusedOp
 
 def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
                allow_merge_only: bool = False, model: str | Path | None = None,
-               engines: str | Path | None = None) -> CostScorer:
+               engines: str | Path | None = None, use_schedule: bool = True) -> CostScorer:
     """The scorer for ``--target``/``--min-gain``/``--min-overlap``/``--allow-merge-only``: a bundled
     target name (see ``list_targets()``) or a JSON path. With ``model``, the engine map of that model
-    and target comes along: ``engines`` (a file), else one found beside the model or in the cache."""
+    and target comes along: ``engines`` (a file), else one found beside the model or in the cache;
+    ``use_schedule=False`` decides by the estimated baselines even where that map holds QNN's schedule."""
     loaded = target if isinstance(target, Target) else load_target(target)
-    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only)
+    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only, use_schedule=use_schedule)
     if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
         from hexfuse.graph_passes.engine_map import find_engine_map
         from hexfuse.graph_passes.io import file_sha256

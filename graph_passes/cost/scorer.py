@@ -11,6 +11,10 @@ reports can print them (and how much of a gain rests on those estimates) without
 On HTP a group is fused only where its tasks are predicted to overlap on their engines (overlap gain
 > 0): entry merging alone rests on the per-op estimates and, with the matrix task expanded into QNN's
 own ops, mostly disappears. ``allow_merge_only`` lifts that rule.
+
+Where the engine map carries QNN's schedule of the original (engine_map.py), that schedule decides
+instead (schedule_verdict.py): the group's fused form is replayed against the original, per instance,
+and the estimated baselines stay in the details for the report.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from hexfuse.graph_passes.cost.baselines import (
     vtcm_ordered,
 )
 from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
+from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
 from hexfuse.graph_passes.engine_map import EngineMap
@@ -47,12 +52,14 @@ class CostScorer:
     allow_merge_only: bool = False  # also fuse groups whose whole predicted gain is entry merging
     engines: EngineMap | None = None  # the model's engine map (engine_map.py): what QNN runs per node
     engines_note: str = ""  # where that map came from, or why there is none (reports print it)
+    use_schedule: bool = True  # where the map holds QNN's schedule, its replay decides (schedule_verdict.py)
     name: str = "cost"
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
     _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
     _predictions: dict[tuple, Baselines] = field(default_factory=dict, repr=False)
     _keys: dict[int, tuple[TaskSpec, tuple]] = field(default_factory=dict, repr=False)  # id(task) -> (task, key)
+    _judge: ScheduleJudge | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.name = f"cost[{self.target.name}]"
@@ -91,11 +98,20 @@ class CostScorer:
         group_key = tuple(keys)  # details name tasks by position, so order is part of the key
         cached = self._verdicts.get(group_key)
         if cached is not None:
-            return cached
+            return self._with_schedule(op, cached)
         verdict = self._score(keys, costs)
         if len(self._verdicts) < CACHE_LIMIT:
             self._verdicts[group_key] = verdict
-        return verdict
+        return self._with_schedule(op, verdict)
+
+    def _with_schedule(self, op: FusedOp, estimated: Verdict) -> Verdict:
+        """QNN's schedule decides where the engine map has one (per instance: where a group sits in it matters)."""
+        schedule = self.engines.schedule if self.engines is not None and self.use_schedule else None
+        if schedule is None or estimated.reason.startswith("VTCM overflow"):
+            return estimated
+        if self._judge is None or self._judge.schedule is not schedule:
+            self._judge = ScheduleJudge(schedule, self.target, self.min_gain)
+        return self._judge.verdict(op)  # the estimated baselines would contradict it: they are left out
 
     def predict(self, op: FusedOp) -> Baselines:
         """Full prediction with schedules (for timelines and reports), once per group structure."""

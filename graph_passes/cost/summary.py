@@ -14,7 +14,8 @@ priced; the summary counts them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from hexfuse.graph_passes.analysis import Analysis
 from hexfuse.graph_passes.cost.scorer import CostScorer
@@ -32,6 +33,7 @@ class ModelSummary:
     overlap_ns: float  # saved by running the tasks of a fused node on their engines at once
     priced_tasks: int
     unpriced_units: int  # units in no task, or whose task has no feasible schedule
+    schedule: dict[str, Any] = field(default_factory=dict)  # QNN's schedule replayed, where the map holds it
 
     @property
     def saved_ns(self) -> float:
@@ -51,6 +53,7 @@ class ModelSummary:
             "overlap_us": round(self.overlap_ns / 1e3, 3), "total_gain": round(self.share(self.saved_ns), 6),
             "entry_merge_gain": round(self.share(self.entry_merge_ns), 6), "overlap_gain": round(self.share(self.overlap_ns), 6),
             "priced_tasks": self.priced_tasks, "unpriced_units": self.unpriced_units,
+            "schedule": self.schedule or None,
         }
 
 
@@ -82,4 +85,23 @@ def summarize(analysis: Analysis, groups: tuple[Group, ...], scorer: CostScorer)
             overlap += d["t3_fused_serial"] - d["t4_fused_concurrent"]
     # Units in no task: opaque ops, dynamic shapes, ops without a kernel (constants are folded: free).
     blocked = sum(1 for blocker in analysis.units.blocker if blocker is not None and "computes a constant" not in blocker)
-    return ModelSummary(scorer.target.name, serial, merge, overlap, priced, blocked + infeasible)
+    return ModelSummary(scorer.target.name, serial, merge, overlap, priced, blocked + infeasible,
+                        _schedule_summary(scorer, groups))
+
+
+def _schedule_summary(scorer: CostScorer, groups: tuple[Group, ...]) -> dict[str, Any]:
+    """The original as QNN schedules it, replayed; what the chosen groups save in that replay."""
+    schedule = scorer.engines.schedule if scorer.engines is not None and scorer.use_schedule else None
+    if schedule is None:
+        return {}
+    from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
+
+    judge = ScheduleJudge(schedule, scorer.target, scorer.min_gain)
+    counts = schedule.counts()
+    saved = sum(g.verdict.details.get("schedule.t2_ns", 0.0) - g.verdict.details.get("schedule.t4_ns", 0.0)
+                for g in groups if "schedule.t4_ns" in g.verdict.details)
+    return {"replay_us": round(judge.original.latency_ns / 1e3, 3), "main_busy_us": round(judge.original.main_busy_ns / 1e3, 3),
+            "hvx_busy_us": round(judge.original.hvx_busy_ns / 1e3, 3), "hvx_threads": scorer.target.hvx_contexts,
+            "qnn_ops": counts["ops"], "hvx_ops": counts["vec"], "hmx_ops": counts["hmx"],
+            "hvx_beside_hmx": counts["hvx_beside_hmx"], "estimated_share": round(judge.estimated_share, 4),
+            "saved_us": round(saved / 1e3, 3)}

@@ -1,9 +1,10 @@
 """tools/optrace.py on a small hand-written schematic: safe parsing, spans, overlap, attribution.
 
 The text imitates the dump the QNN EP writes with profiling_level=optrace (a Python-syntax file; see
-the module docstring): the graph before optimization, the name translations, the checkpoint gates and
-the op table. Two fused nodes: one whose task op is launched before its matrix work and joined after
-it (overlapped), one whose serial variant is issued after the matrix work (serial).
+the module docstring): the graph before optimization, the name translations, the run lists, the
+checkpoint gates and the op table. Two fused nodes: one whose task op waits on nothing its matrix op
+does (overlapped: neither reaches the other), one whose serial variant is gated on its matrix op's done
+(serial: ordered after it).
 """
 
 from __future__ import annotations
@@ -29,10 +30,28 @@ qnn_name_translations = {
 0x0000000000000040: 'conv0_token_3',
 }
 qnn_graph_name = "toy_graph"
+runlist2 = [
+	0x400200000010,
+	0x400300000010,
+	0x400500000030,
+	0x400800000000,
+	0x400900000040,
+	0x400a00000040,
+]
+runlist_vec = [
+	0x400100000010,
+	0x400600000030,
+]
 checkpoints = []
 checkpoints.append({
-  0x400100000010 : [ -1 , 0 ],
-  0x400400000010 : [ 0 , -1 ],
+  0x400200000010 : [ -1 , -1 ],
+  0x400300000010 : [ 0 , -1 ],
+  0x400500000030 : [ -1 , 2 ],
+  0x400800000000 : [ 1 , -1 ],
+  0x400900000040 : [ 3 , -1 ],
+  0x400a00000040 : [ -1 , -1 ],
+  0x400100000010 : [ -1 , 1 ],
+  0x400600000030 : [ 2 , 3 ],
 })
 try: opdesc
 except Exception: from opinfo_util import opdesc,memgroup,interval_set
@@ -69,7 +88,8 @@ def test_reads_steps_names_gates_and_the_graph_before_optimization(tmp_path: Pat
     assert [s.position for s in schedule.steps] == list(range(10))  # '#11' and '#12' are malformed: skipped
     assert schedule.steps[1].origin == 0x10 and schedule.steps[1].op_id == 0x400200000010
     assert schedule.nodes[0x40] == "conv0_token_3"
-    assert schedule.gates == {hex(0x400100000010): (-1, 0), hex(0x400400000010): (0, -1)}
+    assert schedule.gates[hex(0x400100000010)] == (-1, 1) and schedule.gates[hex(0x400600000030)] == (2, 3)
+    assert schedule.main_list[0] == 0x400200000010 and schedule.vec_list == (0x400100000010, 0x400600000030)
     assert schedule.operations[0x40] == "q::QNN_Conv2d"
     assert schedule.producers[0x30] == (0x10, 0x10)
 
@@ -93,8 +113,8 @@ def test_overlapped_and_serial_fused_nodes(tmp_path: Path) -> None:
     assert [s.name for s in first.matrix] == ["ConvLayer_s1.opt"]
     assert [s.name for s in first.tasks] == ["HexFuse_0_abc__t1"]
     assert [s.name for s in first.other] == ["ConvLayer.opt.weights_to_vtcm"]  # a helper, not matrix work
-    assert first.overlapped and not first.serial
-    assert not second.overlapped and second.serial  # the _s variant is issued after the matrix op
+    assert first.overlapped and first.in_window == 1 and not first.serial
+    assert not second.overlapped and second.serial  # the _s variant is gated on the matrix op's done
     lines = summary_lines(schedule)
     assert any("HexFuse_0_abc: overlapped" in line for line in lines)
     assert any("HexFuse_1_def: serial" in line for line in lines)
@@ -133,20 +153,34 @@ def test_rejects_what_is_no_schematic(tmp_path: Path) -> None:
 
 
 def test_two_task_ops_in_flight_together_overlap(tmp_path: Path) -> None:
-    """A vector-only fused node: its two task ops on two HVX threads overlap when one is launched before
-    the other's wait, and do not when they run one after the other."""
-    def schematic(second_launch: int) -> str:
-        return SCHEMATIC.split("opdesc_map ={")[0] + f"""opdesc_map ={{
+    """A vector-only fused node: its two task ops on two HVX threads overlap when neither waits for the
+    other, and do not when the second is gated on the first's done."""
+    def schematic(second_gate: int) -> str:
+        head = SCHEMATIC.split("runlist2 = [")[0]
+        return head + f"""runlist2 = [
+\t0x400500000000,
+]
+runlist_vec = [
+\t0x400100000010,
+\t0x400300000010,
+]
+checkpoints = []
+checkpoints.append({{
+  0x400100000010 : [ -1 , 1 ],
+  0x400300000010 : [ {second_gate} , 2 ],
+  0x400500000000 : [ 2 , -1 ],
+}})
+opdesc_map ={{
   '#1': opdesc( 0x400100000010, "HexFuse::HexFuse_0_abc__t0", runlist_pos = 0, op_flags=('FOR_HVX','MOVE_EARLY',)),
   '#2': opdesc( 0x400200000010, "HexFuse::HexFuse_0_abc__t0", runlist_pos = 2, op_flags=('FOR_HVX','MOVE_LATE',),
       csts_in = ('#1',)),
-  '#3': opdesc( 0x400300000010, "HexFuse::HexFuse_0_abc__t1", runlist_pos = {second_launch},
-      op_flags=('FOR_HVX','MOVE_EARLY',)),
+  '#3': opdesc( 0x400300000010, "HexFuse::HexFuse_0_abc__t1", runlist_pos = 1, op_flags=('FOR_HVX','MOVE_EARLY',)),
   '#4': opdesc( 0x400400000010, "HexFuse::HexFuse_0_abc__t1", runlist_pos = 5, op_flags=('FOR_HVX','MOVE_LATE',),
       csts_in = ('#3',)),
+  '#5': opdesc( 0x400500000000, "@Sync", runlist_pos = 6, op_flags=()),
 }}
 """
-    for launch, expected in ((1, True), (3, False)):
-        (fused,) = fused_node_schedules(read_schematic(_write(tmp_path, schematic(launch), f"s{launch}_schematic.bin")))
+    for gate, expected in ((-1, True), (1, False)):
+        (fused,) = fused_node_schedules(read_schematic(_write(tmp_path, schematic(gate), f"s{gate}_schematic.bin")))
         assert not fused.matrix and len(fused.tasks) == 2
-        assert fused.overlapped is expected, launch
+        assert fused.overlapped is expected, gate

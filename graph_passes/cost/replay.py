@@ -1,0 +1,293 @@
+"""Replay QNN's own schedule: latency of a prepared graph from its happens-before graph and per-op costs,
+and of the same graph with one group fused the way the HTP package expands it.
+
+    main thread  ──E──M0──M1──J──...        ops in list order; each starts when the thread is free and
+    HVX threads  ──v──T──────v──...         its predecessors are done; HVX ops in list order on the
+    DMA engine   ──w0──w1──...              first free of `hvx_contexts` threads; a DMA join waits for
+                                            its transfer
+
+Costs per QNN op (``OpCosts``): an HMX op by its MACs at the target's HMX rate, an HVX op by the bytes
+it moves at the HVX streaming rate plus ``hvx_launch_ns``, a main-thread op ``dispatch_ns``, a DMA
+transfer by its DDR bytes at the DMA/DDR rate. Syncs and the run lists' unnamed entries cost nothing of
+their own: their effect is the waiting, which the graph carries.
+
+The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held together by entry and
+exit ordering ops, as measured in the simulator (DESIGN.md section 5):
+
+    preds(V) ∪ preds(M) ──> E ──> M0 .. Mk ──> J_out ──> every reader of a group output
+    preds(V) ─────────────> T (one HVX op: V's work + one launch + a copy per port) ──> J_out
+
+V's QNN ops become one task op T on one HVX thread; E and the joins are main-thread copies; readers of the
+group's outputs wait for the joins. Where QNN's order has a reader before the matrix ops or the matrix ops
+before a task input's producer, the ops that must move are moved (with what depends on them), keeping
+every other op in QNN's order. Both graphs are replayed by the same scheduler, so their ratio is the
+fusion's effect, not a scheduler's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hexfuse.graph_passes.qnn_schedule import QnnSchedule, ScheduledOp
+from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.errors import HexfuseError
+
+
+@dataclass(frozen=True)
+class OpCosts:
+    """Per-op times (ns) of one schedule on one target; ``overhead`` is the part that is dispatch_ns /
+    hvx_launch_ns (estimates), ``transfer`` a DMA op's time on the DMA engine."""
+
+    run: tuple[float, ...]
+    overhead: tuple[float, ...]
+    transfer: tuple[float, ...]
+
+
+def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
+    run, overhead, transfer = [], [], []
+    ghz = target.clock_ghz
+    for op in schedule.ops:
+        fixed = body = move = 0.0
+        if op.resource == "hmx":
+            rate = target.hmx_fp16_macs_per_cycle if "fp16" in op.kernel else target.hmx_int8_macs_per_cycle
+            fixed, body = target.dispatch_ns, op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
+        elif op.resource == "dma":
+            move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns) if op.dma_start < 0 else 0.0
+        elif op.lane == "vec":
+            fixed = target.hvx_launch_ns
+            body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+        elif op.kernel and not op.is_sync:
+            fixed, body = target.dispatch_ns, op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+        run.append(fixed + body)
+        overhead.append(fixed)
+        transfer.append(move)
+    return OpCosts(tuple(run), tuple(overhead), tuple(transfer))
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A schedule to replay: per op its lane, cost, predecessors, and the two list orders."""
+
+    lanes: tuple[str, ...]
+    run: tuple[float, ...]
+    transfer: tuple[float, ...]
+    preds: tuple[tuple[int, ...], ...]
+    main: tuple[int, ...]
+    vec: tuple[int, ...]
+    dma_start: tuple[int, ...]
+
+
+def graph_of(schedule: QnnSchedule, costs: OpCosts, gating: bool = True) -> Graph:
+    """``gating``: wait as QNN's checkpoints say (exact for the schedule as prepared); else only on the
+    op's own constraints (``after``: data and VTCM reuse), as a re-prepared graph would get them anew."""
+    signals = schedule.signallers() if gating else {}
+    preds = []
+    for i, op in enumerate(schedule.ops):
+        gated = signals.get(op.gate, ()) if op.gate > 0 else ()
+        preds.append(tuple(sorted({*op.after, *gated} - {i})))
+    return Graph(tuple(op.lane for op in schedule.ops), costs.run, costs.transfer, tuple(preds),
+                 tuple(schedule.main), tuple(schedule.vec), tuple(op.dma_start for op in schedule.ops))
+
+
+@dataclass(frozen=True)
+class Replay:
+    latency_ns: float
+    main_busy_ns: float
+    hvx_busy_ns: float
+    starts: tuple[float, ...]
+    ends: tuple[float, ...]
+
+
+def replay(graph: Graph, hvx_threads: int) -> Replay:
+    n = len(graph.main) + len(graph.vec)
+    start, end = [0.0] * len(graph.lanes), [-1.0] * len(graph.lanes)
+    for i in set(range(len(graph.lanes))) - set(graph.main) - set(graph.vec):
+        end[i] = 0.0  # an op no list runs (fused away) is nobody's wait
+    transfer_end = [0.0] * len(graph.lanes)
+    threads = [0.0] * max(1, hvx_threads)
+    main_free = vec_last_start = 0.0
+    heads = {"main": 0, "vec": 0}
+    lists = {"main": graph.main, "vec": graph.vec}
+    done = 0
+    while done < n:
+        progressed = False
+        for lane in ("main", "vec"):
+            order = lists[lane]
+            while heads[lane] < len(order):
+                i = order[heads[lane]]
+                if any(end[p] < 0 for p in graph.preds[i]) or (graph.dma_start[i] >= 0 and end[graph.dma_start[i]] < 0):
+                    break
+                ready = max((end[p] for p in graph.preds[i]), default=0.0)
+                if graph.dma_start[i] >= 0:
+                    ready = max(ready, transfer_end[graph.dma_start[i]])
+                if lane == "main":
+                    start[i] = max(main_free, ready)
+                    end[i] = main_free = start[i] + graph.run[i]
+                    transfer_end[i] = end[i] + graph.transfer[i]  # a DMA start issues its transfer
+                else:
+                    t = min(range(len(threads)), key=threads.__getitem__)
+                    start[i] = max(threads[t], ready, vec_last_start)
+                    end[i] = threads[t] = start[i] + graph.run[i]
+                    vec_last_start = start[i]
+                heads[lane] += 1
+                done += 1
+                progressed = True
+        if not progressed:
+            raise HexfuseError("replay: the run lists wait on each other (the schedule is not runnable)")
+    busy = lambda lane: sum(graph.run[i] for i in lists[lane])  # noqa: E731
+    return Replay(max(max(end, default=0.0), max(transfer_end, default=0.0)), busy("main"), busy("vec"), tuple(start),
+                  tuple(end))
+
+
+# --- the fused form -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Group:
+    """One candidate group on the schedule: its matrix task's nodes and its other tasks' nodes."""
+
+    matrix_nodes: frozenset[str]
+    task_nodes: tuple[frozenset[str], ...]  # one set per task op
+    port_bytes: tuple[int, ...]  # per task op: bytes of its inputs + outputs (the copies at its ports)
+    output_bytes: tuple[int, ...]  # per fused output: what its join copies
+
+
+class Unholdable(HexfuseError):
+    """The group cannot be held together: QNN's own constraints order part of it after the rest."""
+
+
+@dataclass(frozen=True)
+class FusedForm:
+    graph: Graph
+    task_ns: float  # the task ops' run time (what overlap could hide at most)
+    added_ns: float  # ordering ops, copies and launches the fused form adds
+    moved: int  # main-list ops moved to hold the group together
+
+
+def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> FusedForm | None:
+    """The graph with ``group`` fused as the HTP package expands it; None when the schedule has no
+    HMX op of the matrix task or no op of a task (nothing to hold together)."""
+    base = graph_of(schedule, costs, gating=False)  # checkpoints are QNN's and change with the graph
+    ops = schedule.ops
+    matrix = [i for i in schedule.main if ops[i].node in group.matrix_nodes and ops[i].resource == "hmx"]
+    tasks = [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
+    if not matrix or not all(tasks):
+        return None
+    removed = {i for task in tasks for i in task}
+    matrix_all = {i for i, op in enumerate(ops) if op.node in group.matrix_nodes}  # with its helpers and moves
+    inside = removed | matrix_all
+    lanes, run, transfer = list(base.lanes), list(base.run), list(base.transfer)
+    preds = [set(p) for p in base.preds]
+    dma_start = list(base.dma_start)
+    # one order for both lanes (so that in-order lanes cannot wait on each other): QNN's, as replayed
+    before = replay(base, target.hvx_contexts)
+    rank = {i: (before.starts[i], k) for k, i in enumerate((*base.main, *base.vec))}
+
+    labels = {i: f"{op.kernel or 'op'} ({op.node or 'QNN'})" for i, op in enumerate(ops)}
+
+    def add(lane: str, cost: float, waits: Iterable[int], position: tuple[float, int], label: str) -> int:
+        labels[len(lanes)] = label
+        lanes.append(lane)
+        run.append(cost)
+        transfer.append(0.0)
+        preds.append(set(waits))
+        dma_start.append(-1)
+        rank[len(lanes) - 1] = position
+        return len(lanes) - 1
+
+    main_copy_ns = lambda nbytes: target.dispatch_ns + nbytes * target.hvx_ns_per_byte  # noqa: E731
+    outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
+    entry = add("main", target.dispatch_ns, outer_preds(removed) | outer_preds(matrix), (rank[matrix[0]][0], rank[matrix[0]][1] - 1), "the entry op")
+    added = target.dispatch_ns
+    task_ops, task_ns = [], 0.0
+    for members, port in zip(tasks, group.port_bytes):
+        work = sum(costs.run[i] - costs.overhead[i] for i in members)  # one thread, one launch, no dispatches
+        extra = target.hvx_launch_ns + (target.hvx_launch_ns + port * target.hvx_ns_per_byte)  # launch + port copies
+        first = min(rank[i] for i in members)
+        task_ops.append(add("vec", work + extra, outer_preds(members), (first[0], first[1] - 1), "the task op"))
+        task_ns += work
+        added += extra
+    preds[matrix[0]] |= {entry}
+    last = max(matrix_all, key=lambda i: before.ends[i])
+    joins = []
+    for k, nbytes in enumerate(group.output_bytes or (0,)):
+        joins.append(add("main", main_copy_ns(nbytes), {*matrix_all, *task_ops}, (before.ends[last], rank[last][1] + k + 1), "a join"))
+        added += main_copy_ns(nbytes)
+    for i in range(len(preds)):  # readers of the group wait for its joins
+        if i not in inside and i not in joins and preds[i] & inside:
+            preds[i] = (preds[i] - inside) | set(joins)
+    order, moved = _stable_order([i for i in range(len(lanes)) if i not in removed], preds, rank, labels)
+    main = [i for i in order if lanes[i] == "main"]
+    vec = [i for i in order if lanes[i] == "vec"]
+    # indices stay those of the original ops; fused-away ones keep a slot no list runs and nobody waits on
+    graph = Graph(tuple(lanes), tuple(run), tuple(transfer), tuple(tuple(sorted(p - removed)) for p in preds),
+                  tuple(main), tuple(vec), tuple(dma_start))
+    return FusedForm(graph, task_ns, added, moved)
+
+
+def _stable_order(members: Sequence[int], preds: Sequence[set[int]], rank: dict[int, tuple[float, int]],
+                  labels: dict[int, str]) -> tuple[list[int], int]:
+    """A topological order of ``members`` (dependencies through any op) closest to their ranks; how many
+    ops it moved against that rank order."""
+    wanted = sorted(members, key=rank.__getitem__)
+    member = set(members)
+    # dependencies between members, through non-members too
+    memo: dict[int, frozenset[int]] = {}
+
+    def member_preds(i: int) -> frozenset[int]:
+        found = memo.get(i)
+        if found is not None:
+            return found
+        out: set[int] = set()
+        stack, seen = list(preds[i]), set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            if p in member:
+                out.add(p)
+            else:
+                stack.extend(preds[p])
+        memo[i] = frozenset(out)
+        return memo[i]
+
+    waiting = {i: set(member_preds(i)) for i in wanted}
+    users: dict[int, list[int]] = {}
+    for i, ps in waiting.items():
+        for p in ps:
+            users.setdefault(p, []).append(i)
+    heap = [(rank[i], i) for i in wanted if not waiting[i]]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        order.append(i)
+        for u in users.get(i, ()):
+            waiting[u].discard(i)
+            if not waiting[u]:
+                heapq.heappush(heap, (rank[u], u))
+    if len(order) != len(wanted):
+        raise Unholdable(_cycle(waiting, labels))
+    return order, _moved(order, rank)
+
+
+def _cycle(waiting: dict[int, set[int]], labels: dict[int, str]) -> str:
+    """One chain of ops that wait on each other, in happens-before order ('a -> b -> ... -> a')."""
+    node = next(i for i, ps in waiting.items() if ps)
+    path: list[int] = []
+    while node not in path:
+        path.append(node)
+        node = min(waiting[node])  # any op it still waits on is itself stuck
+    loop = path[path.index(node):]
+    return " -> ".join(labels[i] for i in reversed([*loop, loop[0]]))
+
+
+def _moved(order: list[int], rank: dict[int, tuple[float, int]]) -> int:
+    """Ops out of their old relative order: those off a longest run kept in rank order."""
+    tails: list[tuple[float, int]] = []
+    for i in order:
+        k = bisect.bisect_left(tails, rank[i])
+        tails[k:k + 1] = [rank[i]]
+    return len(order) - len(tails)

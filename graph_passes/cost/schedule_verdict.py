@@ -1,0 +1,133 @@
+"""Decide an HTP fusion from QNN's own schedule of the original model (replay.py), not from estimates.
+
+    engine map ── schedule (happens-before graph of the prepared original) ──┐
+    candidate group (matrix task nodes, task nodes, port bytes) ─────────────┼─> replay original (t2)
+                                                                             └─> replay fused form (t4)
+
+A group is fused only where
+  1. QNN runs its matrix work on HMX and every other task has ops of its own (something to overlap);
+  2. QNN's schedule keeps some of the group's vector work ordered against its HMX ops (where QNN already
+     lets all of it run beside them there is nothing left to win); and
+  3. the replay of the fused form, with its entry and exit ordering ops, port copies and launches, beats
+     the replay of the original by the margin, measured against the group's own time in the original.
+
+Both replays use the same per-op costs (replay.op_costs: the target's rates, dispatch_ns, hvx_launch_ns)
+and the same scheduler, so what moves t4 against t2 is the fusion. How much of t2 rests on the per-op
+estimates is reported with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hexfuse.graph_passes.balance import Verdict
+from hexfuse.graph_passes.cost.replay import (
+    Graph,
+    Group,
+    OpCosts,
+    Replay,
+    Unholdable,
+    fuse_group,
+    graph_of,
+    op_costs,
+    replay,
+)
+from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.qnn_schedule import QnnSchedule
+from hexfuse.graph_passes.spec import FusedOp, TensorSpec
+
+CACHE_LIMIT = 50_000
+
+
+def _nbytes(tensor: TensorSpec | None) -> int:
+    if tensor is None:
+        return 0
+    try:
+        size = np.dtype(tensor.dtype).itemsize
+    except TypeError:
+        size = 4
+    return math.prod(tensor.shape) * size
+
+
+def group_of(op: FusedOp) -> Group:
+    tensors = {t.name: t for t in op.tensors}
+    matrix = frozenset(n.name for task in op.tasks if task.engine == "matrix" for n in task.nodes)
+    others = [task for task in op.tasks if task.engine != "matrix"]
+    return Group(matrix, tuple(frozenset(n.name for n in task.nodes) for task in others),
+                 tuple(sum(_nbytes(tensors.get(name)) for name in (*task.inputs, *task.outputs)) for task in others),
+                 tuple(_nbytes(tensors.get(t.name)) for t in op.outputs))
+
+
+@dataclass
+class ScheduleJudge:
+    """Replays one schedule on one target; verdicts per group (by node names), cached."""
+
+    schedule: QnnSchedule
+    target: Target
+    min_gain: float
+    costs: OpCosts = field(init=False)
+    base: Graph = field(init=False)
+    original: Replay = field(init=False)
+    _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.costs = op_costs(self.schedule, self.target)
+        self.base = graph_of(self.schedule, self.costs, gating=False)
+        self.original = replay(self.base, self.target.hvx_contexts)
+
+    @property
+    def estimated_share(self) -> float:
+        """Share of the original's op time that is dispatch_ns / hvx_launch_ns (estimates)."""
+        total = sum(self.costs.run)
+        return sum(self.costs.overhead) / total if total else 0.0
+
+    def verdict(self, op: FusedOp) -> Verdict:
+        group = group_of(op)
+        key = (group.matrix_nodes, group.task_nodes, group.port_bytes, group.output_bytes)
+        found = self._verdicts.get(key)
+        if found is None:
+            found = self._judge(group)
+            if len(self._verdicts) < CACHE_LIMIT:
+                self._verdicts[key] = found
+        return found
+
+    def _judge(self, group: Group) -> Verdict:
+        ops = self.schedule.ops
+        hmx = [i for i in self.schedule.of_nodes(group.matrix_nodes) if ops[i].resource == "hmx"]
+        if not hmx:
+            return Verdict(False, 0.0, "QNN's schedule: the matrix task runs no HMX op (nothing for the vector work "
+                                       "to overlap)", {})
+        vector = [i for i in self.schedule.of_nodes(set().union(*group.task_nodes)) if ops[i].resource != "dma"]
+        if not vector:
+            return Verdict(False, 0.0, "QNN's schedule: the other tasks run no op of their own (folded away)", {})
+        beside = sum(1 for v in vector if any(not self.schedule.ordered(v, m) for m in hmx))
+        details = {"schedule.vector_ops": float(len(vector)), "schedule.beside_hmx": float(beside),
+                   "schedule.hmx_ops": float(len(hmx)), "schedule.t2_ns": round(self.original.latency_ns, 1),
+                   "schedule.estimated_share": round(self.estimated_share, 4)}
+        if beside == len(vector):
+            return Verdict(False, 0.0, f"QNN already overlaps it: all {len(vector)} QNN ops of the vector work may run "
+                                       f"beside the group's HMX ops in QNN's own schedule", details)
+        try:
+            fused = fuse_group(self.schedule, self.costs, self.target, group)
+        except Unholdable as chain:
+            return Verdict(False, 0.0, f"cannot be held together in QNN's schedule (its own constraints order part of "
+                                       f"the group after the rest): {chain}", details)
+        if fused is None:  # (the checks above leave nothing fuse_group refuses)
+            return Verdict(False, 0.0, "QNN's schedule: nothing to hold together", details)
+        after = replay(fused.graph, self.target.hvx_contexts)
+        t2, t4 = self.original.latency_ns, after.latency_ns
+        group_ns = sum(self.costs.run[i] for i in self.schedule.of_nodes(group.matrix_nodes | set().union(*group.task_nodes)))
+        gain = (t2 - t4) / group_ns if group_ns > 0 else 0.0
+        details.update({"schedule.t4_ns": round(t4, 1), "schedule.task_ns": round(fused.task_ns, 1),
+                        "schedule.added_ns": round(fused.added_ns, 1), "schedule.moved_ops": float(fused.moved),
+                        "schedule.group_ns": round(group_ns, 1), "schedule.gain": round(gain, 4)})
+        figures = (f"replay of QNN's schedule: {t4 / 1e3:.2f} us fused vs {t2 / 1e3:.2f} us original; the task work "
+                   f"({fused.task_ns / 1e3:.2f} us, {beside} of {len(vector)} ops already beside HMX) could hide at most that, "
+                   f"entry/exit ordering ops, port copies and launches add {fused.added_ns / 1e3:.2f} us")
+        if t4 >= t2 or gain < self.min_gain:
+            return Verdict(False, max(0.0, gain), f"{figures}: gain {gain:.1%} of the group's {group_ns / 1e3:.2f} us "
+                                                  f"< margin {self.min_gain:.0%}", details)
+        return Verdict(True, gain, f"{figures}: saves {(t2 - t4) / 1e3:.2f} us ({gain:.1%} of the group)", details)

@@ -1,0 +1,191 @@
+"""QNN's schedule as a happens-before graph (graph_passes/qnn_schedule.py), its replay and the fused form
+(graph_passes/cost/replay.py), and the HTP decision taken from it (graph_passes/cost/schedule_verdict.py).
+
+Small hand-made schedules check the semantics against answers worked out by hand from their costs; the
+committed engine maps (QNN's own schedules of the bundled models, prepared in the HTP simulator) check
+that the reading holds on real schedules and that the decision is the measured one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hexfuse.cli import main
+from hexfuse.graph_passes.cost.replay import Group, OpCosts, Unholdable, fuse_group, graph_of, op_costs, replay
+from hexfuse.graph_passes.cost.target import load_target
+from hexfuse.graph_passes.engine_map import engine_map_from_json, load_engine_map
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.qnn_schedule import QnnSchedule, ScheduledOp
+
+ROOT = Path(__file__).resolve().parents[2]
+MAPS = sorted((ROOT / "models" / "engines").glob("*.json"))
+TARGET = load_target("sm8650")
+
+
+def op(lane: str, kernel: str, resource: str, node: str = "", gate: int = -1, done: int = -1, after=(), macs: int = 0,
+       vtcm: int = 0, ddr: int = 0, dma_start: int = -1) -> ScheduledOp:
+    return ScheduledOp(0, lane, kernel, resource, node, gate, done, tuple(after), vtcm, ddr, macs, dma_start)
+
+
+def flat_costs(schedule: QnnSchedule, run: dict[int, float], transfer: dict[int, float] | None = None) -> OpCosts:
+    n = len(schedule.ops)
+    return OpCosts(tuple(run.get(i, 0.0) for i in range(n)), (0.0,) * n, tuple((transfer or {}).get(i, 0.0) for i in range(n)))
+
+
+# --- the happens-before graph --------------------------------------------------------------------
+def _pair(task_gate: int) -> QnnSchedule:
+    """main: producer P (done 1), matrix M (done 2), reader R (gate 3); vec: V gated on task_gate, done 3."""
+    return QnnSchedule((
+        op("main", "Producer", "main", "p", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=2, after=(0,)),
+        op("main", "Reader", "main", "r", gate=3, after=(3,)),
+        op("vec", "Softmax", "hvx", "v", gate=task_gate, done=3, after=(0,)),
+    ))
+
+
+def test_two_ops_may_overlap_exactly_when_neither_reaches_the_other() -> None:
+    free, ordered = _pair(1), _pair(2)  # V waits for P only / for M too
+    assert not free.ordered(1, 3) and ordered.ordered(1, 3)
+    assert free.ordered(0, 3) and free.ordered(3, 2)  # P before V, V before R (its gate)
+    assert free.counts()["hvx_hmx_pairs"] == 1 and ordered.counts()["hvx_hmx_pairs"] == 0
+    assert free.counts()["hvx_beside_hmx"] == 1 and ordered.counts()["hvx_beside_hmx"] == 0
+
+
+def test_a_gate_nobody_signals_and_checkpoint_zero_are_no_wait() -> None:
+    schedule = QnnSchedule((op("main", "A", "main", done=0), op("vec", "B", "hvx", gate=0), op("vec", "C", "hvx", gate=7)))
+    assert schedule.gating_edges() == []
+    cycle = QnnSchedule((op("main", "A", "main", gate=2, done=1), op("vec", "B", "hvx", gate=1, done=2)))
+    with pytest.raises(HexfuseError, match="cycle"):
+        cycle.reach()
+
+
+def test_schedule_json_round_trip_and_bad_rows() -> None:
+    schedule = _pair(1)
+    again = QnnSchedule.from_json(json.loads(json.dumps(schedule.to_json())), "here")
+    assert again.ops == schedule.ops
+    data = schedule.to_json()
+    data["ops"][1][7] = [99]
+    with pytest.raises(HexfuseError, match="out of range"):
+        QnnSchedule.from_json(data, "here")
+    data = schedule.to_json()
+    data["ops"][0][1] = "gpu"
+    with pytest.raises(HexfuseError, match="lane 'gpu'"):
+        QnnSchedule.from_json(data, "here")
+
+
+# --- replay ---------------------------------------------------------------------------------------
+def test_replay_runs_main_in_order_and_vec_beside_it() -> None:
+    free, ordered = _pair(1), _pair(2)
+    run = {0: 1.0, 1: 10.0, 2: 1.0, 3: 6.0}
+    # free: P 0-1, M 1-11, V 1-7 beside M, R waits for V and the thread: 11-12
+    assert replay(graph_of(free, flat_costs(free, run)), 4).latency_ns == pytest.approx(12.0)
+    # ordered: V after M (11-17), R 17-18
+    assert replay(graph_of(ordered, flat_costs(ordered, run)), 4).latency_ns == pytest.approx(18.0)
+
+
+def test_replay_shares_hvx_threads_in_list_order_and_waits_for_dma() -> None:
+    vec = QnnSchedule(tuple(op("vec", "V", "hvx") for _ in range(3)))
+    costs = flat_costs(vec, {0: 4.0, 1: 4.0, 2: 4.0})
+    assert replay(graph_of(vec, costs), 2).latency_ns == pytest.approx(8.0)  # two threads: 4 + 4
+    assert replay(graph_of(vec, costs), 3).latency_ns == pytest.approx(4.0)
+    dma = QnnSchedule((op("main", "w_to_vtcm", "dma"), op("main", "Other", "main"),
+                       op("main", "w_to_vtcm", "dma", after=(0,), dma_start=0)))
+    costs = flat_costs(dma, {0: 1.0, 1: 1.0, 2: 1.0}, {0: 10.0})
+    assert replay(graph_of(dma, costs), 1).latency_ns == pytest.approx(12.0)  # the join waits for the transfer (1 + 10)
+
+
+def test_op_costs_price_hmx_by_macs_and_hvx_by_bytes() -> None:
+    schedule = QnnSchedule((op("main", "ConvLayer_s1.opt", "hmx", macs=10**6), op("vec", "Softmax", "hvx", vtcm=4096),
+                            op("main", "@Sync", "main"), op("main", "", "main")))
+    costs = op_costs(schedule, TARGET)
+    assert costs.run[0] == pytest.approx(TARGET.dispatch_ns + 10**6 / (TARGET.hmx_int8_macs_per_cycle * TARGET.clock_ghz))
+    assert costs.run[1] == pytest.approx(TARGET.hvx_launch_ns + 4096 * TARGET.hvx_ns_per_byte)
+    assert costs.run[2] == 0.0 and costs.run[3] == 0.0  # waits and unnamed entries: the graph carries them
+    assert costs.overhead[:2] == (TARGET.dispatch_ns, TARGET.hvx_launch_ns)
+
+
+# --- the fused form -------------------------------------------------------------------------------
+def _ordered_group(vector_vtcm: int) -> tuple[QnnSchedule, Group]:
+    """QNN orders V after the matrix op M (a constraint of its own, VTCM reuse say), though V reads only P."""
+    schedule = QnnSchedule((
+        op("main", "Producer", "main", "p", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=2, after=(0,), macs=64 * 10**6),
+        op("main", "Reader", "main", "r", gate=3, after=(3, 1)),
+        op("vec", "Softmax", "hvx", "v", gate=2, done=3, after=(0, 1), vtcm=vector_vtcm),
+    ))
+    return schedule, Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
+
+
+def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> None:
+    schedule, group = _ordered_group(4 * 2**20)  # a big vector task: tens of us
+    costs = op_costs(schedule, TARGET)
+    original = replay(graph_of(schedule, costs, gating=False), TARGET.hvx_contexts).latency_ns
+    fused = fuse_group(schedule, costs, TARGET, group)
+    assert fused is not None and fused.task_ns == pytest.approx(costs.run[3] - costs.overhead[3])
+    # one entry, two joins (one per fused output), the task op's launch and its port copy
+    assert fused.added_ns == pytest.approx(3 * TARGET.dispatch_ns + 2 * 1024 * TARGET.hvx_ns_per_byte
+                                           + 2 * TARGET.hvx_launch_ns + 1024 * TARGET.hvx_ns_per_byte)
+    after = replay(fused.graph, TARGET.hvx_contexts)
+    assert after.latency_ns < original
+    reader = 2
+    assert after.starts[reader] >= max(after.ends[i] for i in range(4, len(after.ends)) if fused.graph.lanes[i] == "main")
+
+
+def test_fusing_a_small_task_costs_more_than_it_hides() -> None:
+    schedule, group = _ordered_group(1024)
+    costs = op_costs(schedule, TARGET)
+    original = replay(graph_of(schedule, costs, gating=False), TARGET.hvx_contexts).latency_ns
+    fused = fuse_group(schedule, costs, TARGET, group)
+    assert fused is not None and fused.added_ns > fused.task_ns
+    assert replay(fused.graph, TARGET.hvx_contexts).latency_ns > original
+
+
+def test_a_group_qnn_orders_around_itself_cannot_be_held_together() -> None:
+    """The task's input comes from an op QNN orders after the group's matrix op: entry and exit would wait
+    on each other."""
+    schedule = QnnSchedule((
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "q", done=2, after=(0,)),  # QNN orders q after m (a shared weight, say)
+        op("vec", "Rope", "hvx", "v", gate=2, after=(1,)),
+    ))
+    costs = op_costs(schedule, TARGET)
+    with pytest.raises(Unholdable, match=r"the entry op -> ConvLayer_s1\.opt \(m\) -> a join -> ConvLayer_s1\.opt \(q\)"):
+        fuse_group(schedule, costs, TARGET, Group(frozenset({"m"}), (frozenset({"v"}),), (64,), (64,)))
+
+
+# --- real schedules (committed engine maps) -------------------------------------------------------
+@pytest.mark.parametrize("path", MAPS, ids=lambda p: p.stem)
+def test_committed_maps_hold_a_consistent_schedule(path: Path) -> None:
+    engine_map = load_engine_map(path)
+    schedule = engine_map.schedule
+    assert schedule is not None and schedule.counts()["hmx"] > 0
+    reach = schedule.reach()
+    # every data predecessor the op table names is already ordered before its op by the gating
+    assert all(reach[a] >> i & 1 for i, o in enumerate(schedule.ops) for a in o.after)
+    named = {o.node for o in schedule.ops if o.node}
+    assert named and named <= set(engine_map.nodes) | set(engine_map.absent)  # ops are attributed to nodes of the model
+    costs = op_costs(schedule, TARGET)
+    gated = replay(graph_of(schedule, costs), TARGET.hvx_contexts).latency_ns
+    data_only = replay(graph_of(schedule, costs, gating=False), TARGET.hvx_contexts).latency_ns
+    assert 0 < data_only <= gated * 1.0001  # QNN's gates add waits, never remove them
+    assert data_only >= 0.9 * gated  # and the op table's own constraints explain nearly all of them
+    assert engine_map_from_json(engine_map.to_json(), "again").schedule.ops == schedule.ops  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", ["gptj_block_qdq", "llama_prefill_decode_qdq"])
+def test_on_the_bundled_lms_the_replay_fuses_nothing_and_says_why(capsys, name: str) -> None:
+    """Measured (issue 19): their vector tasks are 0.03-0.5 us against 5 us of ordering ops, copies and
+    launches, or QNN already runs them beside the HMX ops, or QNN's own order cannot be held."""
+    assert main(["analyze", str(ROOT / "models" / f"{name}.onnx"), "--target", "sm8650", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["groups"] == []
+    schedule = data["summary"]["schedule"]
+    assert schedule["replay_us"] > 0 and schedule["hvx_beside_hmx"] > 0 and schedule["saved_us"] == 0
+    reasons = " ".join(row["example"] for row in data["not_fused"]["by_kind"])
+    assert "replay of QNN's schedule" in reasons
+    assert main(["analyze", str(ROOT / "models" / f"{name}.onnx"), "--target", "sm8650", "--ignore-schedule",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"]  # the estimates alone would fuse

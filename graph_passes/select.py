@@ -38,7 +38,9 @@ class Selection:
 
 class _Scores:
     """Verdicts by group structure: scorers see shapes and ops, never names, so equal structure
-    (the same pair in every layer of an LM) is built into a spec and scored once (structure.py)."""
+    (the same pair in every layer of an LM) is built into a spec and scored once (structure.py).
+    A scorer whose ``per_instance`` is true (one replaying QNN's schedule, where a group's place in it
+    matters) is asked once per group instead."""
 
     def __init__(self, analysis: Analysis, scorer: Scorer) -> None:
         self.analysis, self.scorer = analysis, scorer
@@ -47,6 +49,8 @@ class _Scores:
 
     def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
         key = tuple(map(self.structures.task, tasks))
+        if getattr(self.scorer, "per_instance", False):
+            key += tuple(task.id for task in tasks)
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = self._verdicts[key] = self.scorer.score(fused_op_spec(self.analysis, tasks))

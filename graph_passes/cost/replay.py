@@ -165,10 +165,15 @@ class FusedForm:
     moved: int  # main-list ops moved to hold the group together
 
 
-def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> FusedForm | None:
+def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group,
+               base: tuple[Graph, Replay] | None = None) -> FusedForm | None:
     """The graph with ``group`` fused as the HTP package expands it; None when the schedule has no
-    HMX op of the matrix task or no op of a task (nothing to hold together)."""
-    base = graph_of(schedule, costs, gating=False)  # checkpoints are QNN's and change with the graph
+    HMX op of the matrix task or no op of a task (nothing to hold together). ``base``: the original's
+    data-only graph and its replay, when the caller has them."""
+    if base is None:
+        graph = graph_of(schedule, costs, gating=False)  # checkpoints are QNN's and change with the graph
+        base = graph, replay(graph, target.hvx_contexts)
+    base_graph, before = base
     ops = schedule.ops
     matrix = [i for i in schedule.main if ops[i].node in group.matrix_nodes and ops[i].resource == "hmx"]
     tasks = [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
@@ -177,12 +182,11 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     removed = {i for task in tasks for i in task}
     matrix_all = {i for i, op in enumerate(ops) if op.node in group.matrix_nodes}  # with its helpers and moves
     inside = removed | matrix_all
-    lanes, run, transfer = list(base.lanes), list(base.run), list(base.transfer)
-    preds = [set(p) for p in base.preds]
-    dma_start = list(base.dma_start)
+    lanes, run, transfer = list(base_graph.lanes), list(base_graph.run), list(base_graph.transfer)
+    preds = [set(p) for p in base_graph.preds]
+    dma_start = list(base_graph.dma_start)
     # one order for both lanes (so that in-order lanes cannot wait on each other): QNN's, as replayed
-    before = replay(base, target.hvx_contexts)
-    rank = {i: (before.starts[i], k) for k, i in enumerate((*base.main, *base.vec))}
+    rank = {i: (before.starts[i], k) for k, i in enumerate((*base_graph.main, *base_graph.vec))}
 
     labels = {i: f"{op.kernel or 'op'} ({op.node or 'QNN'})" for i, op in enumerate(ops)}
 

@@ -110,8 +110,15 @@ class ScheduleJudge:
         if beside == len(vector):
             return Verdict(False, 0.0, f"QNN already overlaps it: all {len(vector)} QNN ops of the vector work may run "
                                        f"beside the group's HMX ops in QNN's own schedule", details)
+        group_ns = sum(self.costs.run[i] for i in self.schedule.of_nodes(group.matrix_nodes | set().union(*group.task_nodes)))
+        work = sum(self.costs.run[i] - self.costs.overhead[i] for i in vector)
+        details["schedule.group_ns"] = round(group_ns, 1)
+        if work < self.min_gain * group_ns:  # overlap hides task work, nothing else: the ceiling
+            return Verdict(False, work / group_ns if group_ns else 0.0, (
+                f"QNN's schedule: the vector work ({work / 1e3:.2f} us) is below the margin {self.min_gain:.0%} of the "
+                f"group's {group_ns / 1e3:.2f} us, even if overlap hid all of it"), details)
         try:
-            fused = fuse_group(self.schedule, self.costs, self.target, group)
+            fused = fuse_group(self.schedule, self.costs, self.target, group, (self.base, self.original))
         except Unholdable as chain:
             return Verdict(False, 0.0, f"cannot be held together in QNN's schedule (its own constraints order part of "
                                        f"the group after the rest): {chain}", details)
@@ -119,11 +126,10 @@ class ScheduleJudge:
             return Verdict(False, 0.0, "QNN's schedule: nothing to hold together", details)
         after = replay(fused.graph, self.target.hvx_contexts)
         t2, t4 = self.original.latency_ns, after.latency_ns
-        group_ns = sum(self.costs.run[i] for i in self.schedule.of_nodes(group.matrix_nodes | set().union(*group.task_nodes)))
         gain = (t2 - t4) / group_ns if group_ns > 0 else 0.0
         details.update({"schedule.t4_ns": round(t4, 1), "schedule.task_ns": round(fused.task_ns, 1),
                         "schedule.added_ns": round(fused.added_ns, 1), "schedule.moved_ops": float(fused.moved),
-                        "schedule.group_ns": round(group_ns, 1), "schedule.gain": round(gain, 4)})
+                        "schedule.gain": round(gain, 4)})
         figures = (f"replay of QNN's schedule: {t4 / 1e3:.2f} us fused vs {t2 / 1e3:.2f} us original; the task work "
                    f"({fused.task_ns / 1e3:.2f} us, {beside} of {len(vector)} ops already beside HMX) could hide at most that, "
                    f"entry/exit ordering ops, port copies and launches add {fused.added_ns / 1e3:.2f} us")

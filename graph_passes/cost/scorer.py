@@ -104,6 +104,11 @@ class CostScorer:
             self._verdicts[group_key] = verdict
         return self._with_schedule(op, verdict)
 
+    @property
+    def per_instance(self) -> bool:
+        """Verdicts depend on where a group sits in QNN's schedule, not on its structure alone."""
+        return self.use_schedule and self.engines is not None and self.engines.schedule is not None
+
     def _with_schedule(self, op: FusedOp, estimated: Verdict) -> Verdict:
         """QNN's schedule decides where the engine map has one (per instance: where a group sits in it matters)."""
         schedule = self.engines.schedule if self.engines is not None and self.use_schedule else None

@@ -98,11 +98,11 @@ class ScheduleJudge:
         ops = self.schedule.ops
         hmx = [i for i in self.schedule.of_nodes(group.matrix_nodes) if ops[i].resource == "hmx"]
         if not hmx:
-            return Verdict(False, 0.0, "QNN's schedule: the matrix task runs no HMX op (nothing for the vector work "
-                                       "to overlap)", {})
+            return Verdict(False, 0.0, "no HMX op: in QNN's schedule the matrix task runs no HMX op (nothing for "
+                                       "the vector work to overlap)", {})
         vector = [i for i in self.schedule.of_nodes(set().union(*group.task_nodes)) if ops[i].resource != "dma"]
         if not vector:
-            return Verdict(False, 0.0, "QNN's schedule: the other tasks run no op of their own (folded away)", {})
+            return Verdict(False, 0.0, "folded away: in QNN's schedule the other tasks run no op of their own", {})
         beside = sum(1 for v in vector if any(not self.schedule.ordered(v, m) for m in hmx))
         details = {"schedule.vector_ops": float(len(vector)), "schedule.beside_hmx": float(beside),
                    "schedule.hmx_ops": float(len(hmx)), "schedule.t2_ns": round(self.original.latency_ns, 1),
@@ -112,11 +112,11 @@ class ScheduleJudge:
                                        f"beside the group's HMX ops in QNN's own schedule", details)
         group_ns = sum(self.costs.run[i] for i in self.schedule.of_nodes(group.matrix_nodes | set().union(*group.task_nodes)))
         work = sum(self.costs.run[i] - self.costs.overhead[i] for i in vector)
-        details["schedule.group_ns"] = round(group_ns, 1)
+        details.update({"schedule.group_ns": round(group_ns, 1), "schedule.work_ns": round(work, 1)})
         if work < self.min_gain * group_ns:  # overlap hides task work, nothing else: the ceiling
             return Verdict(False, work / group_ns if group_ns else 0.0, (
-                f"QNN's schedule: the vector work ({work / 1e3:.2f} us) is below the margin {self.min_gain:.0%} of the "
-                f"group's {group_ns / 1e3:.2f} us, even if overlap hid all of it"), details)
+                f"too little to hide: in QNN's schedule the vector work ({work / 1e3:.2f} us) is below the margin "
+                f"{self.min_gain:.0%} of the group's {group_ns / 1e3:.2f} us, even if overlap hid all of it"), details)
         try:
             fused = fuse_group(self.schedule, self.costs, self.target, group, (self.base, self.original))
         except Unholdable as chain:

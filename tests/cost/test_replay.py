@@ -190,3 +190,37 @@ def test_on_the_bundled_lms_the_replay_fuses_nothing_and_says_why(capsys, name: 
     assert main(["analyze", str(ROOT / "models" / f"{name}.onnx"), "--target", "sm8650", "--ignore-schedule",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"]  # the estimates alone would fuse
+
+
+def test_the_figures_docs_schedule_quotes_are_what_the_tools_print(capsys) -> None:
+    """docs/schedule.md quotes tools/replay_table.py (section 4) and the schedules' counts (section 1):
+    a change that moves a figure fails here, so the page cannot drift."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import replay_table
+    finally:
+        sys.path.pop(0)
+    assert replay_table.main([]) == 0
+    printed = capsys.readouterr().out
+    doc = (ROOT / "docs" / "schedule.md").read_text(encoding="utf-8")
+    checked = 0
+    for line in printed.splitlines():
+        found = re.match(r"(\w+): the estimates pick (\d+) groups, the replay accepts (\d+); (\d+) can be held together; "
+                         r"fused/original ([\d.]+)-([\d.]+)", line)
+        if not found:
+            continue
+        name, picked, accepted, held, low, high = found.groups()
+        t2 = next(row for row in printed.splitlines() if row.startswith(f"| {name} |")).split("|")[4].strip()
+        cannot = int(picked) - int(held)
+        picked_cell = picked + (f" ({cannot} cannot be held together)" if cannot else "")
+        assert f"| {name} | {t2} us | {picked_cell} | {accepted} | {low}–{high} |" in doc, line
+        checked += 1
+    assert checked == len(replay_table.BUNDLED)
+    for path in MAPS:
+        counts = load_engine_map(path).schedule.counts()  # type: ignore[union-attr]
+        row = (f"| {path.name.split('.')[0]} | {counts['ops']} | {counts['hmx']} | {counts['vec']} | {counts['hvx_beside_hmx']} "
+               f"| {counts['copies']} | {counts['syncs']} |")
+        assert row in doc, row

@@ -23,27 +23,60 @@ def register(subparsers) -> None:
     p.add_argument("--png", metavar="OUT.png", help="also draw the engine lanes (fused nodes highlighted)")
     p.add_argument("--trace", metavar="OUT.json", help="also write a Perfetto trace (one lane per engine)")
     p.add_argument("--json", action="store_true", help="print the per-fused-node schedule as JSON")
+    p.add_argument("--against", metavar="ORIGINAL", help="the original model's schematic (file or folder): print both "
+                   "schedules' figures side by side")
+    p.add_argument("--target", help="also replay the schedule(s) with this cost-model target's per-op costs "
+                   "(docs/schedule.md): latency as QNN orders the ops, not the simulator's clock")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from hexfuse.tools.optrace import find_schematics, fused_node_schedules, read_schematic, summary_lines, write_png, write_trace
+def _schematic(given: str) -> Path:
+    from hexfuse.tools.optrace import find_schematics
 
-    path = Path(args.schematic)
+    path = Path(given)
     if path.is_dir():
         found = find_schematics(path)
         if not found:
             raise HexfuseError(f"no *_schematic.bin in {path} (run the QNN EP with profiling_level=optrace there)")
-        path = max(found, key=lambda p: p.stat().st_size)
-    elif not path.is_file():
+        return max(found, key=lambda p: p.stat().st_size)
+    if not path.is_file():
         raise HexfuseError(f"schematic {path} not found")
-    schedule = read_schematic(path)
+    return path
+
+
+def _figures(schedule, target: str | None) -> dict[str, float]:
+    """The happens-before counts of a schedule and, with a target, its replayed latency (us)."""
+    from hexfuse.tools.schedule_reader import qnn_schedule
+
+    graph = qnn_schedule(schedule)
+    figures: dict[str, float] = dict(graph.counts())
+    if target:
+        from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
+        from hexfuse.graph_passes.cost.target import load_target
+
+        loaded = load_target(target)
+        figures["replay_us"] = round(replay(graph_of(graph, op_costs(graph, loaded)), loaded.hvx_contexts).latency_ns / 1e3, 2)
+    return figures
+
+
+def run(args: argparse.Namespace) -> int:
+    from hexfuse.tools.optrace import fused_node_schedules, read_schematic, summary_lines, write_png, write_trace
+
+    schedule = read_schematic(_schematic(args.schematic))
     fused = fused_node_schedules(schedule)
     if args.json:
         print(json.dumps([{"node": f.node, "overlapped": f.overlapped, "serial": f.serial, "in_window": f.in_window,
                            "matrix": [vars(s) for s in f.matrix], "tasks": [vars(s) for s in f.tasks]} for f in fused]))
     else:
         print("\n".join(summary_lines(schedule)))
+    if (args.against or args.target) and schedule.main_list:
+        columns = {"this": _figures(schedule, args.target)}
+        if args.against:
+            columns["original"] = _figures(read_schematic(_schematic(args.against)), args.target)
+        names = list(columns)
+        print("\n| figure | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
+        for key in columns["this"]:
+            print(f"| {key} | " + " | ".join(f"{columns[n].get(key, '')}" for n in names) + " |")
     if args.png:
         write_png(schedule, Path(args.png), [f.node for f in fused])
         print(f"hexfuse: wrote {args.png}", file=sys.stderr)

@@ -184,3 +184,16 @@ opdesc_map ={{
         (fused,) = fused_node_schedules(read_schematic(_write(tmp_path, schematic(gate), f"s{gate}_schematic.bin")))
         assert not fused.matrix and len(fused.tasks) == 2
         assert fused.overlapped is expected, gate
+
+
+def test_cli_compares_two_schedules_and_replays_them(tmp_path: Path, capsys) -> None:
+    from hexfuse.cli import main
+
+    fused = _write(tmp_path, SCHEMATIC, "fused_schematic.bin")
+    assert main(["optrace", str(fused), "--against", str(fused), "--target", "sm8650"]) == 0
+    out = capsys.readouterr().out
+    assert "happens-before graph: 6 main-list ops (3 on HMX), 2 on the HVX list" in out
+    rows = {line.split("|")[1].strip(): line.split("|")[2:4] for line in out.splitlines() if line.startswith("| ")}
+    assert rows["hvx_beside_hmx"][0].strip() == rows["hvx_beside_hmx"][1].strip() == "1"  # the first task op only
+    assert float(rows["replay_us"][0]) > 0
+    assert main(["optrace", str(tmp_path / "nothing_here")]) != 0

@@ -162,7 +162,7 @@ class FusedForm:
     graph: Graph
     task_ns: float  # the task ops' run time (what overlap could hide at most)
     added_ns: float  # ordering ops, copies and launches the fused form adds
-    moved: int  # main-list ops moved to hold the group together
+    moved: int  # ops moved out of QNN's order (either list) to hold the group together
 
 
 def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group,
@@ -202,7 +202,9 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
 
     main_copy_ns = lambda nbytes: target.dispatch_ns + nbytes * target.hvx_ns_per_byte  # noqa: E731
     outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
-    entry = add("main", target.dispatch_ns, outer_preds(removed) | outer_preds(matrix), (rank[matrix[0]][0], rank[matrix[0]][1] - 1), "the entry op")
+    first_matrix = rank[matrix[0]]
+    entry = add("main", target.dispatch_ns, outer_preds(removed) | outer_preds(matrix),
+                (first_matrix[0], first_matrix[1] - 1), "the entry op")
     added = target.dispatch_ns
     task_ops, task_ns = [], 0.0
     for members, port in zip(tasks, group.port_bytes):
@@ -216,7 +218,8 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     last = max(matrix_all, key=lambda i: before.ends[i])
     joins = []
     for k, nbytes in enumerate(group.output_bytes or (0,)):
-        joins.append(add("main", main_copy_ns(nbytes), {*matrix_all, *task_ops}, (before.ends[last], rank[last][1] + k + 1), "a join"))
+        joins.append(add("main", main_copy_ns(nbytes), {*matrix_all, *task_ops},
+                         (before.ends[last], rank[last][1] + k + 1), "a join"))
         added += main_copy_ns(nbytes)
     for i in range(len(preds)):  # readers of the group wait for its joins
         if i not in inside and i not in joins and preds[i] & inside:

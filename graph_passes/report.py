@@ -190,7 +190,7 @@ def _replayed(schedule: dict[str, Any] | None) -> list[str]:
         f"{schedule['hvx_threads']} HVX threads it takes {schedule['replay_us']:.2f} us (main thread busy "
         f"{schedule['main_busy_us']:.2f} us, HVX {schedule['hvx_busy_us']:.2f} us); QNN already lets "
         f"{schedule['hvx_beside_hmx']} of its HVX ops run beside an HMX op. {schedule['estimated_share']:.0%} of the "
-        f"replayed op time is the per-op constants dispatch_ns and hvx_launch_ns. The fused groups save "
+        f"replayed op time is the per-op constants qnn_op_ns and qnn_hvx_op_ns. The fused groups save "
         f"{schedule['saved_us']:.2f} us in the replay, each counted alone.", ""]
 
 

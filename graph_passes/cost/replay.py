@@ -7,8 +7,9 @@ and of the same graph with one group fused the way the HTP package expands it.
                                             its transfer
 
 Costs per QNN op (``OpCosts``): an HMX op by its MACs at the target's HMX rate, an HVX op by the bytes
-it moves at the HVX streaming rate plus ``hvx_launch_ns``, a main-thread op ``dispatch_ns``, a DMA
-transfer by its DDR bytes at the DMA/DDR rate. Syncs and the run lists' unnamed entries cost nothing of
+it moves at the HVX streaming rate plus ``qnn_hvx_op_ns``, a main-thread op ``qnn_op_ns`` (both fitted
+to published phone latencies by tools/fit_replay.py where the target says so), a DMA transfer by its
+DDR bytes at the DMA/DDR rate. Syncs and the run lists' unnamed entries cost nothing of
 their own: their effect is the waiting, which the graph carries.
 
 The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held together by entry and
@@ -38,8 +39,8 @@ from hexfuse.graph_passes.errors import HexfuseError
 
 @dataclass(frozen=True)
 class OpCosts:
-    """Per-op times (ns) of one schedule on one target; ``overhead`` is the part that is dispatch_ns /
-    hvx_launch_ns (estimates), ``transfer`` a DMA op's time on the DMA engine."""
+    """Per-op times (ns) of one schedule on one target; ``overhead`` is the part that is qnn_op_ns /
+    qnn_hvx_op_ns (per-op constants), ``transfer`` a DMA op's time on the DMA engine."""
 
     run: tuple[float, ...]
     overhead: tuple[float, ...]
@@ -53,14 +54,14 @@ def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
         fixed = body = move = 0.0
         if op.resource == "hmx":
             rate = target.hmx_fp16_macs_per_cycle if "fp16" in op.kernel else target.hmx_int8_macs_per_cycle
-            fixed, body = target.dispatch_ns, op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
+            fixed, body = target.qnn_op_ns, op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
         elif op.resource == "dma":
             move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns) if op.dma_start < 0 else 0.0
         elif op.lane == "vec":
-            fixed = target.hvx_launch_ns
+            fixed = target.qnn_hvx_op_ns
             body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
         elif op.kernel and not op.is_sync:
-            fixed, body = target.dispatch_ns, op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            fixed, body = target.qnn_op_ns, op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
         run.append(fixed + body)
         overhead.append(fixed)
         transfer.append(move)
@@ -200,16 +201,16 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
         rank[len(lanes) - 1] = position
         return len(lanes) - 1
 
-    main_copy_ns = lambda nbytes: target.dispatch_ns + nbytes * target.hvx_ns_per_byte  # noqa: E731
+    main_copy_ns = lambda nbytes: target.qnn_op_ns + nbytes * target.hvx_ns_per_byte  # noqa: E731
     outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
     first_matrix = rank[matrix[0]]
-    entry = add("main", target.dispatch_ns, outer_preds(removed) | outer_preds(matrix),
+    entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix),
                 (first_matrix[0], first_matrix[1] - 1), "the entry op")
-    added = target.dispatch_ns
+    added = target.qnn_op_ns
     task_ops, task_ns = [], 0.0
     for members, port in zip(tasks, group.port_bytes):
         work = sum(costs.run[i] - costs.overhead[i] for i in members)  # one thread, one launch, no dispatches
-        extra = target.hvx_launch_ns + (target.hvx_launch_ns + port * target.hvx_ns_per_byte)  # launch + port copies
+        extra = target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte)  # launch + port copies
         first = min(rank[i] for i in members)
         task_ops.append(add("vec", work + extra, outer_preds(members), (first[0], first[1] - 1), "the task op"))
         task_ns += work

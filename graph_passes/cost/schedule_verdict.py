@@ -11,7 +11,7 @@ A group is fused only where
   3. the replay of the fused form, with its entry and exit ordering ops, port copies and launches, beats
      the replay of the original by the margin, measured against the group's own time in the original.
 
-Both replays use the same per-op costs (replay.op_costs: the target's rates, dispatch_ns, hvx_launch_ns)
+Both replays use the same per-op costs (replay.op_costs: the target's rates, qnn_op_ns, qnn_hvx_op_ns)
 and the same scheduler, so what moves t4 against t2 is the fusion. How much of t2 rests on the per-op
 estimates is reported with it.
 """
@@ -80,7 +80,7 @@ class ScheduleJudge:
 
     @property
     def estimated_share(self) -> float:
-        """Share of the original's op time that is dispatch_ns / hvx_launch_ns (estimates)."""
+        """Share of the original's op time that is the per-op constants qnn_op_ns / qnn_hvx_op_ns."""
         total = sum(self.costs.run)
         return sum(self.costs.overhead) / total if total else 0.0
 

@@ -51,6 +51,8 @@ class Target:
     launch_ns: float  # per micro-op inside a fused entry: queue push + wait
     hvx_launch_ns: float  # per op run on an HVX thread (QNN's own and hexfuse task ops): launch + wait at its gate
     op_hvx_contexts: int  # HVX contexts one HVX op runs on (a package task op; QNN's own unsliced ops)
+    qnn_op_ns: float  # replay of QNN's schedule: each main-thread QNN op's own time (cost/replay.py)
+    qnn_hvx_op_ns: float  # replay: each HVX-list QNN op's launch and wait
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -95,6 +97,10 @@ OPTIONAL = {
                              "`hexfuse calibrate` fits it"),
     "op_hvx_contexts": (1, "estimate (default): an HVX op runs on the one HVX thread it is launched on (no threads "
                            "inside an op: ../shared/DESIGN.md section 5)"),
+    "qnn_op_ns": (1500.0, "estimate (default): as dispatch_ns, per QNN op on the main thread; tools/fit_replay.py fits "
+                          "it to published latencies"),
+    "qnn_hvx_op_ns": (300.0, "estimate (default): as hvx_launch_ns, per QNN op on the HVX list; tools/fit_replay.py "
+                             "fits it"),
 }
 
 

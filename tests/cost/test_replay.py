@@ -101,10 +101,10 @@ def test_op_costs_price_hmx_by_macs_and_hvx_by_bytes() -> None:
     schedule = QnnSchedule((op("main", "ConvLayer_s1.opt", "hmx", macs=10**6), op("vec", "Softmax", "hvx", vtcm=4096),
                             op("main", "@Sync", "main"), op("main", "", "main")))
     costs = op_costs(schedule, TARGET)
-    assert costs.run[0] == pytest.approx(TARGET.dispatch_ns + 10**6 / (TARGET.hmx_int8_macs_per_cycle * TARGET.clock_ghz))
-    assert costs.run[1] == pytest.approx(TARGET.hvx_launch_ns + 4096 * TARGET.hvx_ns_per_byte)
+    assert costs.run[0] == pytest.approx(TARGET.qnn_op_ns + 10**6 / (TARGET.hmx_int8_macs_per_cycle * TARGET.clock_ghz))
+    assert costs.run[1] == pytest.approx(TARGET.qnn_hvx_op_ns + 4096 * TARGET.hvx_ns_per_byte)
     assert costs.run[2] == 0.0 and costs.run[3] == 0.0  # waits and unnamed entries: the graph carries them
-    assert costs.overhead[:2] == (TARGET.dispatch_ns, TARGET.hvx_launch_ns)
+    assert costs.overhead[:2] == (TARGET.qnn_op_ns, TARGET.qnn_hvx_op_ns)
 
 
 # --- the fused form -------------------------------------------------------------------------------
@@ -126,8 +126,8 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
     fused = fuse_group(schedule, costs, TARGET, group)
     assert fused is not None and fused.task_ns == pytest.approx(costs.run[3] - costs.overhead[3])
     # one entry, two joins (one per fused output), the task op's launch and its port copy
-    assert fused.added_ns == pytest.approx(3 * TARGET.dispatch_ns + 2 * 1024 * TARGET.hvx_ns_per_byte
-                                           + 2 * TARGET.hvx_launch_ns + 1024 * TARGET.hvx_ns_per_byte)
+    assert fused.added_ns == pytest.approx(3 * TARGET.qnn_op_ns + 2 * 1024 * TARGET.hvx_ns_per_byte
+                                           + 2 * TARGET.qnn_hvx_op_ns + 1024 * TARGET.hvx_ns_per_byte)
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.latency_ns < original
     reader = 2

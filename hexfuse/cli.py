@@ -28,6 +28,10 @@ from hexfuse.graph_passes.errors import HexfuseError
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _say(message: str) -> None:
     print(f"hexfuse: {message}", file=sys.stderr, flush=True)
 
@@ -37,12 +41,37 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
     for flag, value in (("--min-gain", args.min_gain), ("--min-overlap", args.min_overlap)):
         if not 0.0 <= value < 1.0:
             raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
+    if (args.engines or "").lower() == "none":  # the op-type rules, even where a map exists
+        scorer = scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only)
+        scorer.engines_note = "no engine map (--engines none): op-type rules decide"
+        return scorer
     return scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
                       model=args.model, engines=args.engines)
 
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     """analyze or fuse the model as the options say: (result, micro-batch decision or None)."""
+    from hexfuse.graph_passes.load import fixed_dims, parse_fix_dim
+
+    pins = dict(parse_fix_dim(text) for text in args.fix_dim or ())
+    with fixed_dims(pins):
+        return _run_pass_pinned(args, scorer, fuse)
+
+
+def _dynamic_hint(result) -> str:
+    """'; symbolic dims N, S: ...' where the loaded model still has dynamic shapes, else ''."""
+    from hexfuse.graph_passes.load import symbolic_dims
+
+    loaded = getattr(result, "analyzed", result).loaded
+    dims = symbolic_dims(loaded.model.graph)
+    if not dims:
+        return ""
+    pins = " ".join(f"--fix-dim {name}=VALUE" for name in dims if name != "?")
+    named = ", ".join(dims)
+    return f"; dynamic shapes (symbolic dims {named}) are never fused" + (f": pin them with {pins}" if pins else "")
+
+
+def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     from hexfuse import analyze_model, backend, fuse_model
 
     if not args.micro_batches:
@@ -50,9 +79,12 @@ def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
         return run(args.model, scorer, args.allow_scalar), None
     from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched, fuse_micro_batched
 
-    run_split = fuse_micro_batched if fuse else analyze_micro_batched
-    result, decision = run_split(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
-                                 args.split_axis, args.split == "always")
+    if fuse:
+        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
+                                              args.split_axis, args.split == "always", args.force)
+    else:
+        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
+                                                 args.split_axis, args.split == "always")
     _say(f"micro-batches: {decision.reason}")
     return result, decision
 
@@ -67,6 +99,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
     print(report_json(data) if args.json else render_report(data) + (decision.markdown() if decision else ""))
+    hint = _dynamic_hint(result)
+    if hint and not result.fused_ops:
+        _say(f"nothing to fuse in {args.model}{hint}")
     return EXIT_OK
 
 
@@ -90,10 +125,11 @@ def run_fuse(args: argparse.Namespace) -> int:
                    f"without a spec: none beside {args.model}, so `hexfuse oppkg` cannot use the copy")
         _say(f"{args.model} is already fused: wrote an unchanged copy to {out} {carried}")
     elif not result.changed:
-        _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to {out}")
+        _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to "
+             f"{out}{_dynamic_hint(result)}")
     else:
-        _say(f"wrote {out} with {len(analyzed.fused_nodes)} fused nodes calling {len(result.spec.fused_ops)} op types "
-             f"({seconds:.2f} s)")
+        _say(f"wrote {out} with {_count(len(analyzed.fused_nodes), 'fused node')} calling "
+             f"{_count(len(result.spec.fused_ops), 'op type')} ({seconds:.2f} s)")
     return EXIT_OK
 
 
@@ -141,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     fuse.add_argument("-o", "--output", required=True, help="output model path; spec and report go beside it")
     fuse.add_argument("--no-verify", action="store_true", help="skip the check on ONNX Runtime (graph_passes/verify.py)")
     fuse.add_argument("--plot", action="store_true", help="also draw OUT.timeline.png (matplotlib; slow on small models)")
+    fuse.add_argument("--force", action="store_true",
+                      help="with --split always: write the split even where it is predicted slower than unsplit")
     fuse.set_defaults(func=run_fuse)
 
     for sub in (analyze, fuse):
@@ -160,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--split", choices=("auto", "always"), default="auto",
                          help="with --micro-batches: auto = split only where predicted faster, always = wherever exact")
         sub.add_argument("--split-axis", type=int, metavar="AXIS", help="with --micro-batches: split this input axis (default: first that works)")
+        sub.add_argument("--fix-dim", action="append", metavar="NAME=VALUE",
+                         help="pin a symbolic dimension (e.g. N=1) on the graph's inputs, outputs and value_info "
+                              "before shape inference, as ONNX Runtime's make_dynamic_shape_fixed; repeatable")
 
     # Each room registers its own subcommands.
     from hexfuse.graph_passes.cost.cli import register as register_cost

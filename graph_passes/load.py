@@ -128,6 +128,11 @@ def _read(path: Path) -> bytes:
         raise HexfuseError(f"{path}: no such file")
     if path.is_dir():
         raise HexfuseError(f"{path}: is a directory, expected an .onnx file")
+    if not path.is_file():  # /dev/zero, a FIFO, a socket: read until memory runs out, or forever
+        raise HexfuseError(f"{path}: not a regular file, expected an .onnx file")
+    if path.stat().st_size > PROTOBUF_LIMIT:
+        raise HexfuseError(f"{path}: {path.stat().st_size / 2**30:.2f} GiB, over protobuf's 2 GiB limit for one "
+                           "model file (keep the weights in external data)")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -142,6 +147,26 @@ def _external_files(path: Path, model: onnx.ModelProto) -> tuple[Path, ...]:
             if location:
                 files[(path.parent / location).resolve()] = None
     return tuple(files)
+
+
+def _external_bytes(path: Path, model: onnx.ModelProto) -> int:
+    """The bytes the external data would add once loaded, from the tensors' lengths and the files'
+    sizes (nothing is read): a tensor without a length takes its file from its offset to the end."""
+    total = 0
+    for tensor in external_data_helper._get_all_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        if entries.get("length", "").isdigit():
+            total += int(entries["length"])
+            continue
+        try:
+            size = (path.parent / entries.get("location", "")).stat().st_size
+        except OSError:
+            continue  # onnx names the missing file when it loads
+        offset = int(entries["offset"]) if entries.get("offset", "").isdigit() else 0
+        total += max(0, size - offset)
+    return total
 
 
 def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
@@ -159,6 +184,10 @@ def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
     external: tuple[Path, ...] = ()
     if b"location" in raw:
         external = _external_files(path, model)
+        loaded_bytes = len(raw) + _external_bytes(path, model)
+        if loaded_bytes > PROTOBUF_LIMIT:  # refused from sizes: loading it would fail in protobuf (EncodeError)
+            raise HexfuseError(f"{path}: model with its external data is {loaded_bytes / 2**30:.2f} GiB, over "
+                               "protobuf's 2 GiB limit; models this large are not supported yet")
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
@@ -243,9 +272,13 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
     densified = densify_sparse_initializers(path, model)
     if fix:
         _fix_dims(path, model, fix)
-    if model.ByteSize() > PROTOBUF_LIMIT:
+    try:
+        size = model.ByteSize()
+    except Exception:  # protobuf's EncodeError on a message over its limit
+        size = PROTOBUF_LIMIT + 1
+    if size > PROTOBUF_LIMIT:
         raise HexfuseError(
-            f"{path}: model with its external data is {model.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB "
+            f"{path}: model with its external data is {size / 2**30:.2f} GiB, over protobuf's 2 GiB "
             "limit; models this large are not supported yet"
         )
     file_graph = model.graph

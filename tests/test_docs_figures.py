@@ -79,3 +79,24 @@ def test_engines_doc_lm_figures(capsys, model, figures):
         overlap=f"{summary['overlap_gain']:.1%}", saved=f"{sum(s['saved_us'] for s in splits):.1f}",
         constants=f"{sum(s['from_dispatch_us'] + s['from_hvx_launch_us'] for s in splits):.1f}")
     assert expected in ENGINES_DOC
+
+
+def test_engines_doc_map_table_counts_what_the_committed_maps_hold():
+    """docs/engines.md, 'What the committed maps say': nodes with ops and where, from models/engines/."""
+    from collections import Counter
+
+    from hexfuse.graph_passes.engine_map import load_engine_map
+
+    for path in sorted((ROOT / "models" / "engines").glob("*.json")):
+        engine_map = load_engine_map(path)
+        with_ops = [node for node in engine_map.nodes.values() if node.kernels]
+        where = Counter(node.resource for node in with_ops)
+        stem = path.name.split(".")[0]
+        row = re.search(rf"\| {stem}(?: \(fp16\))? \| (\d+) \((?:matrix on )?HMX (\d+), HVX (\d+)\) \|", ENGINES_DOC)
+        assert row, stem
+        assert tuple(map(int, row.groups())) == (len(with_ops), where["hmx"], where["hvx"]), stem
+    googlenet = load_engine_map(ROOT / "models" / "engines" / "googlenet.sm8650.json")
+    relus = sum(1 for name, node in googlenet.nodes.items() if node.folded_into and "relu" in name)
+    assert f"{relus} Relu folded into their Conv" in ENGINES_DOC and f"googlenet map: {relus} of {relus} Relu" in ENGINES_DOC
+    for target in (ROOT / "qnn_configs" / "targets").glob("*.json"):  # the targets cite the same count
+        assert f"shows all {relus} Relus folded" in json.loads(target.read_text())["folds"]["activation"]["source"]

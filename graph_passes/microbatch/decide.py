@@ -22,7 +22,7 @@ from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.cost.model_time import ModelTime, model_time
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load import LoadedModel
+from hexfuse.graph_passes.load import LoadedModel, fixed_dims
 from hexfuse.graph_passes.microbatch.split import SplitPlan, plan_split, split_model
 from hexfuse.graph_passes.pipeline import AnalyzeResult, FuseResult, analyze_model, fuse_model
 from hexfuse.graph_passes.spec_builder import fused_op_spec
@@ -79,7 +79,8 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend |
     with tempfile.TemporaryDirectory(prefix="hexfuse-split-") as folder:
         split_path = Path(folder) / base.loaded.path.name
         split_path.write_bytes(split.SerializeToString())
-        candidate = _run(split_path, scorer, backend, fuse)
+        with fixed_dims({}):  # made from the loaded model: --fix-dim pins are in it already
+            candidate = _run(split_path, scorer, backend, fuse)
     tried = candidate.analyzed if fuse else candidate
     before, after = _time(base, scorer), _time(tried, scorer)
     pays = bool(tried.fused_ops) and after.total_ns < before.total_ns * (1.0 - SPLIT_MARGIN)

@@ -99,3 +99,12 @@ def test_parse_fix_dim():
     assert parse_fix_dim(" N = 16") == ("N", 16)
     with pytest.raises(HexfuseError):
         parse_fix_dim("=3")
+
+
+def test_fix_dim_with_micro_batches(tmp_path, capsys):
+    """The split model is made from the pinned one: the pins are not applied to it again."""
+    path = tmp_path / "tokens.onnx"
+    model = dynamic_batch_export("tokens")
+    onnx.save(model, path)
+    code, _, err = _run(capsys, "analyze", str(path), "--allow-scalar", "--fix-dim", "tokens=64", "--micro-batches", "2")
+    assert code == 0 and "micro-batches:" in err and "error" not in err, err

@@ -311,6 +311,14 @@ def _stopped(signum: int) -> int:
     return 128 + signum
 
 
+def _import_before_handlers() -> None:
+    """Load onnx and numpy (through the pass) once the arguments parse and before SIGTERM becomes an
+    exception: raised inside a C extension's module initialisation, it left the interpreter crashing
+    with SIGSEGV at exit (seen under test_interrupts). A SIGTERM during these imports ends the process
+    the default way, with nothing written yet."""
+    importlib.import_module("hexfuse.graph_passes.pipeline")
+
+
 def _command_of(argv: list[str]) -> str | None:
     """The subcommand the command line names (the first word that is not an option), if known."""
     for word in argv:
@@ -326,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     args.debug = debug
+    _import_before_handlers()
     try:
         with _signals_as_exceptions():
             return args.func(args)

@@ -1,13 +1,22 @@
 """Epilogues a target folds into a matrix op: they join the matrix op's unit and cost no HVX time.
 
-    Conv ──> BatchNormalization ──> Mul(c) ──> Add(c) ──>      one matrix unit, where the target folds
-    MatMul ─> Add(bias) ──>                                     BatchNormalization / constant scale-shift
+    Conv ──> BatchNormalization ──> Mul(c) ──> Add(c) ──> Relu ──>   one matrix unit, where the target folds
+    MatMul ─> Add(bias) ──> Gelu ──>                                 BatchNormalization / constant scale-shift
+                                                                     / activations
 
 Deployment compilers (QNN's converter, ONNX Runtime's ConvBNFusion / ConvMulFusion / ConvAddFusion /
 MatMulAddFusion) fold an inference BatchNormalization, and a multiply or add by a per-output-channel
 constant, into the weights and bias of the matrix op before it. Priced apart, such an epilogue would
 look like HVX work and be paired with another branch's Conv; folded, it is part of the matrix task.
 Which epilogues a target folds is data (``folds`` in qnn_configs/targets/*.json).
+
+An activation (Relu, Clip, LeakyRelu, PRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu) right after a
+matrix op, or after its folded epilogues, runs inside QNN's HTP matrix kernel (``ConvLayer.fp16.s1.tcm``
+carries the activation's node id and no HVX op runs for it: the committed engine map
+models/engines/googlenet.sm8650.json shows all 13 Relus folded into their Conv; docs/engines.md lists
+the others, measured the same way). It ends the chain: nothing folds after an activation (a scale after
+a Relu is not a change of weights), and its only non-data input (PRelu's slope, Clip's bounds) must be
+constant.
 
 An epilogue folds only when it provably can: the matrix op's weights are constant (a MatMul of two
 activations, like attention's, has no weights to fold into); the epilogue's data input is the matrix
@@ -22,7 +31,8 @@ from hexfuse.graph_passes.flat import ONNX_DOMAINS, FlatGraph
 
 BATCH_NORM = "BatchNormalization"
 SCALE_SHIFT = ("Mul", "Add")
-FOLDABLE = frozenset({BATCH_NORM, *SCALE_SHIFT})
+ACTIVATIONS = ("Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu")
+FOLDABLE = frozenset({BATCH_NORM, *SCALE_SHIFT, *ACTIVATIONS})
 # Matrix ops an epilogue folds into, by where their output channel sits.
 _CHANNEL_FIRST = frozenset({"Conv", "ConvTranspose"})  # axis 1
 _CHANNEL_LAST = frozenset({"MatMul", "Gemm"})  # last axis
@@ -58,7 +68,15 @@ def fold_source(flat: FlatGraph, index: int, host_of: dict[int, str], folds: fro
     if op_type not in folds or flat.domains[index] not in ONNX_DOMAINS:
         return None
     ins, outs = flat.inputs[index], flat.outputs[index]
-    if op_type == BATCH_NORM:
+    if op_type in ACTIVATIONS:
+        if not ins or ins[0] < 0 or any(t >= 0 for t in outs[1:]):
+            return None
+        if op_type == "PRelu" and (len(ins) != 2 or ins[1] < 0 or not constant[ins[1]]):
+            return None
+        if op_type == "Clip" and any(t >= 0 and not constant[t] for t in ins[1:]):
+            return None
+        data, constants = ins[0], tuple(ins[1:]) if op_type == "PRelu" else ()
+    elif op_type == BATCH_NORM:
         if len(ins) != 5 or any(t < 0 or not constant[t] for t in ins[1:]) or any(t >= 0 for t in outs[1:]):
             return None
         data, constants = ins[0], ()
@@ -70,7 +88,7 @@ def fold_source(flat: FlatGraph, index: int, host_of: dict[int, str], folds: fro
         data, constants = (ins[1], (ins[0],)) if constant[ins[0]] else (ins[0], (ins[1],))
     source = flat.producer[data]
     host = host_of.get(source)
-    if host is None or flat.consumers[data] != [index] or data in flat.graph_outputs:
+    if host is None or flat.op_types[source] in ACTIVATIONS or flat.consumers[data] != [index] or data in flat.graph_outputs:
         return None
     kind = flat.type(data)
     if kind is None or kind.dtype not in _FLOATS or kind.shape is None:

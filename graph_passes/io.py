@@ -1,8 +1,11 @@
 """File output that never leaves a mix of runs behind and never overwrites what a run reads.
 
     write_files([(model, b), (spec, b), (report, b)])
-      1 stage   every file as a temporary beside its target (same folder: the rename is atomic)
-      2 commit  rename them into place in the given order, SIGINT/SIGTERM deferred meanwhile
+      1 stage   every file as a temporary beside its target (same folder: the rename is atomic); each
+                temporary is recorded for removal before a signal can land (mkstemp runs with them held)
+      2 commit  rename them into place in the given order, SIGINT/SIGTERM deferred meanwhile, holding
+                an exclusive lock on each target folder: two runs writing the same set commit one
+                after the other, never interleaved (the last one's set wins whole)
       on any error or interrupt during 1, every temporary is removed and no target changes
 
 A kill that cannot be caught (SIGKILL, power loss) between two renames can still leave a new model
@@ -22,6 +25,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: commits are not serialized between processes
+    fcntl = None  # type: ignore[assignment]
 
 _HELD = (signal.SIGINT, signal.SIGTERM)
 
@@ -47,28 +55,46 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(signum)  # handled now by whatever was in place before
 
 
-def _stage(path: Path, data: bytes) -> str:
+def _stage(path: Path, data: bytes, staged: list[str]) -> None:
+    """Write ``data`` to a new temporary beside ``path`` and append its name to ``staged`` (the caller
+    removes what ``staged`` holds on failure). The temporary is in ``staged`` before a SIGINT/SIGTERM
+    can interrupt: mkstemp and the bookkeeping run with both signals held."""
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise HexfuseError(f"{path}: output directory {directory} does not exist")
     if path.is_dir():
         raise HexfuseError(f"{path}: is a directory")
+    with signals_held():
+        try:
+            handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise HexfuseError(f"{path}: cannot write: {exc.strerror}") from None
+        staged.append(temporary)
+        stream = os.fdopen(handle, "wb")
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise HexfuseError(f"{path}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
+        with stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o644)
-    except BaseException as exc:
-        os.unlink(temporary)
-        if isinstance(exc, OSError):
-            raise HexfuseError(f"{path}: cannot write: {exc.strerror}") from None
-        raise
-    return temporary
+    except OSError as exc:
+        raise HexfuseError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _folders_locked(paths: Iterable[Path]) -> Iterator[None]:
+    """An exclusive flock on each folder (sorted: two runs never wait on each other in a cycle)."""
+    handles = []
+    try:
+        for folder in sorted({os.path.abspath(Path(p).parent if str(Path(p).parent) else ".") for p in paths}):
+            handle = os.open(folder, os.O_RDONLY)
+            handles.append(handle)
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        for handle in handles:
+            os.close(handle)  # closing releases the lock
 
 
 def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
@@ -77,8 +103,8 @@ def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
     renamed = 0
     try:
         for path, data in files:
-            staged.append(_stage(Path(path), data))
-        with signals_held():
+            _stage(Path(path), data, staged)
+        with signals_held(), _folders_locked(path for path, _ in files):
             for path, _ in files:
                 os.replace(staged[renamed], path)
                 renamed += 1

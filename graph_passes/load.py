@@ -7,11 +7,20 @@ The checker runs first: it also proves the graph topologically sorted with every
 the Python sort and definition walk run only where it fails (to sort, or to word the error).
 Provenance: ``origin`` maps every node of the loaded model back to its index in the file, through
 the opset upgrade (which adds nodes) and the sort, so that reports name nodes the user can find.
+
+Symbolic dimensions (``[N, 256]``, the usual PyTorch export) leave shapes dynamic, and the pass prices
+and fuses only static ones (the QNN EP needs them too). ``--fix-dim N=1`` pins them before shape
+inference, with the meaning of ONNX Runtime's ``make_dynamic_shape_fixed``: every dimension named
+``N`` on the graph's inputs, outputs and value_info becomes 1 (``fixed_dims`` sets the pins for one
+run; ``symbolic_dims`` names what is left to pin).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +51,7 @@ class LoadedModel:
     origin: tuple[int, ...] | None = None  # node of ``model`` -> index in ``file`` (-1: added by the upgrade); None: same
     external: tuple[Path, ...] = ()  # the external-data files the model reads (resolved), in file order
     densified: tuple[str, ...] = ()  # sparse initializers the pass reads as dense ones (sparse.py)
+    fixed_dims: tuple[tuple[str, int], ...] = ()  # symbolic dimensions pinned by --fix-dim, sorted
 
     def self_contained(self) -> bytes:
         """The file's model as bytes any reader can load alone: ``raw`` itself, or, where it keeps
@@ -59,11 +69,70 @@ def default_opset(model: onnx.ModelProto) -> int:
     return 0
 
 
+_FIXED_DIMS: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("hexfuse_fixed_dims", default={})
+
+
+@contextlib.contextmanager
+def fixed_dims(values: Mapping[str, int]) -> Iterator[None]:
+    """Pin symbolic dimensions (name -> size) in every model ``load_model`` reads inside the block."""
+    token = _FIXED_DIMS.set(dict(values))
+    try:
+        yield
+    finally:
+        _FIXED_DIMS.reset(token)
+
+
+def parse_fix_dim(text: str) -> tuple[str, int]:
+    """``NAME=VALUE`` (VALUE a positive integer), as ``--fix-dim`` takes it."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+        raise HexfuseError(f"--fix-dim {text!r}: expected NAME=VALUE with a positive integer VALUE (e.g. N=1)")
+    return name.strip(), int(value)
+
+
+def _value_infos(graph: onnx.GraphProto):
+    return (*graph.input, *graph.output, *graph.value_info)
+
+
+def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
+    """Each symbolic dimension of the graph's inputs and outputs -> where it sits (``x[0]``), in order;
+    an unnamed dynamic dimension is listed as ``?``."""
+    found: dict[str, list[str]] = {}
+    for info in (*graph.input, *graph.output):
+        if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+            continue
+        for axis, dim in enumerate(info.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                found.setdefault(dim.dim_param or "?", []).append(f"{info.name}[{axis}]")
+    return found
+
+
+def _fix_dims(path: Path, model: onnx.ModelProto, values: Mapping[str, int]) -> None:
+    """ONNX Runtime's make_dynamic_shape_fixed, in place: every dim_param in ``values`` becomes its size."""
+    named = {dim.dim_param for info in _value_infos(model.graph) if info.type.HasField("tensor_type")
+             for dim in info.type.tensor_type.shape.dim if dim.HasField("dim_param")}
+    for name in values:
+        if name not in named:
+            known = ", ".join(sorted(named)) or "none"
+            raise HexfuseError(f"{path}: --fix-dim {name}: no dimension is named {name!r} (symbolic dims: {known})")
+    for info in _value_infos(model.graph):
+        if not info.type.HasField("tensor_type"):
+            continue
+        for dim in info.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in values:
+                dim.dim_value = values[dim.dim_param]  # a oneof: clears dim_param
+
+
 def _read(path: Path) -> bytes:
     if not path.exists():
         raise HexfuseError(f"{path}: no such file")
     if path.is_dir():
         raise HexfuseError(f"{path}: is a directory, expected an .onnx file")
+    if not path.is_file():  # /dev/zero, a FIFO, a socket: read until memory runs out, or forever
+        raise HexfuseError(f"{path}: not a regular file, expected an .onnx file")
+    if path.stat().st_size > PROTOBUF_LIMIT:
+        raise HexfuseError(f"{path}: {path.stat().st_size / 2**30:.2f} GiB, over protobuf's 2 GiB limit for one "
+                           "model file (keep the weights in external data)")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -78,6 +147,26 @@ def _external_files(path: Path, model: onnx.ModelProto) -> tuple[Path, ...]:
             if location:
                 files[(path.parent / location).resolve()] = None
     return tuple(files)
+
+
+def _external_bytes(path: Path, model: onnx.ModelProto) -> int:
+    """The bytes the external data would add once loaded, from the tensors' lengths and the files'
+    sizes (nothing is read): a tensor without a length takes its file from its offset to the end."""
+    total = 0
+    for tensor in external_data_helper._get_all_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        if entries.get("length", "").isdigit():
+            total += int(entries["length"])
+            continue
+        try:
+            size = (path.parent / entries.get("location", "")).stat().st_size
+        except OSError:
+            continue  # onnx names the missing file when it loads
+        offset = int(entries["offset"]) if entries.get("offset", "").isdigit() else 0
+        total += max(0, size - offset)
+    return total
 
 
 def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
@@ -95,6 +184,10 @@ def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
     external: tuple[Path, ...] = ()
     if b"location" in raw:
         external = _external_files(path, model)
+        loaded_bytes = len(raw) + _external_bytes(path, model)
+        if loaded_bytes > PROTOBUF_LIMIT:  # refused from sizes: loading it would fail in protobuf (EncodeError)
+            raise HexfuseError(f"{path}: model with its external data is {loaded_bytes / 2**30:.2f} GiB, over "
+                               "protobuf's 2 GiB limit; models this large are not supported yet")
         try:
             onnx.load_external_data_for_model(model, str(path.parent))
         except (OSError, ValueError, onnx.checker.ValidationError) as exc:
@@ -170,21 +263,29 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_model(path: str | Path) -> LoadedModel:
+def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> LoadedModel:
+    """``fix``: symbolic dimensions to pin (name -> size); default: those ``fixed_dims`` set."""
     path = Path(path)
+    fix = _FIXED_DIMS.get() if fix is None else fix
     raw = _read(path)
     model, external = _parse(path, raw)
     densified = densify_sparse_initializers(path, model)
-    if model.ByteSize() > PROTOBUF_LIMIT:
+    if fix:
+        _fix_dims(path, model, fix)
+    try:
+        size = model.ByteSize()
+    except Exception:  # protobuf's EncodeError on a message over its limit
+        size = PROTOBUF_LIMIT + 1
+    if size > PROTOBUF_LIMIT:
         raise HexfuseError(
-            f"{path}: model with its external data is {model.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB "
+            f"{path}: model with its external data is {size / 2**30:.2f} GiB, over protobuf's 2 GiB "
             "limit; models this large are not supported yet"
         )
     file_graph = model.graph
     model, upgraded_from, origin = _upgrade(path, model)
     # The file's own bytes where they are the model (no external data, no upgrade): the checker and
     # shape inference parse bytes in C++ anyway, and serializing the model again costs as much.
-    exact = raw if upgraded_from is None and b"location" not in raw and not densified else None
+    exact = raw if upgraded_from is None and b"location" not in raw and not densified and not fix else None
     try:
         onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
@@ -207,4 +308,4 @@ def load_model(path: str | Path) -> LoadedModel:
     except Exception as exc:  # InferenceError and C++ errors surface under several types
         raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
-                       tuple(origin) if origin is not None else None, external, densified)
+                       tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())))

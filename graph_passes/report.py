@@ -14,6 +14,7 @@ from typing import Any
 
 from hexfuse.graph_passes.balance import Scorer
 from hexfuse.graph_passes.engine_report import gain_split, group_lines, task_engines
+from hexfuse.graph_passes.load import symbolic_dims
 from hexfuse.graph_passes.pipeline import AnalyzeResult
 from hexfuse.graph_passes.sources import Sources
 from hexfuse.graph_passes.tasks import Task
@@ -76,6 +77,7 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         "file": loaded.path.name, "sha256": loaded.sha256, "nodes_in_file": file_nodes,
         "nodes_analysed": analysis.flat.node_count, "opset_upgraded_from": loaded.upgraded_from,
         "nodes_added_by_upgrade": sum(1 for i in (loaded.origin or ()) if i < 0), "dequantize_copies": copies,
+        "symbolic_dims": symbolic_dims(loaded.model.graph), "fixed_dims": dict(loaded.fixed_dims),
     }
     first_group: dict[int, object] = {}
     for node in result.fused_nodes:
@@ -137,6 +139,15 @@ def _cell(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def dynamic_dims_note(dims: dict[str, list[str]]) -> str:
+    """One line naming the symbolic dims and where they sit, and how to pin them."""
+    named = "; ".join(f"`{name}` ({', '.join(where[:4])}{', ...' if len(where) > 4 else ''})" for name, where in dims.items())
+    pins = " ".join(f"--fix-dim {name}=VALUE" for name in dims if name != "?")
+    how = f"pin them with `{pins}`" if pins else "unnamed dims cannot be pinned: export with static shapes"
+    return (f"symbolic dims {named}: units with dynamic shapes are neither priced nor fused (the QNN EP needs "
+            f"static shapes too); {how}")
+
+
 def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
@@ -151,6 +162,10 @@ def _header(data: dict[str, Any]) -> list[str]:
     if model["dequantize_copies"]:
         lines.append(f"- {model['dequantize_copies']} DequantizeLinear copies made so that each feeds one node "
                      "(named \"(copy)\" below)")
+    if model.get("fixed_dims"):
+        lines.append("- symbolic dims pinned (--fix-dim): " + ", ".join(f"`{k}`={v}" for k, v in model["fixed_dims"].items()))
+    if model.get("symbolic_dims"):
+        lines.append(f"- dynamic shapes: {dynamic_dims_note(model['symbolic_dims'])}")
     histogram = ", ".join(f"{engine} {count}" for engine, count in data["units_by_engine"].items() if count)
     lines.append(f"- units by engine: {histogram}")
     lines.append(f"- tasks: {data['tasks']['fusable']} fusable of {data['tasks']['total']}")

@@ -7,6 +7,10 @@ line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
 SIGTERM is turned into an exception like Ctrl-C's KeyboardInterrupt, so that every command unwinds
 through its ``finally`` blocks: temporary files and folders are removed, and output sets are renamed
 into place with both signals held back (graph_passes/io.py), so they are all new or all old.
+
+Arguments are parsed before anything heavy is imported: ``COMMANDS`` names each subcommand's module and
+one-line help, ``hexfuse --help`` builds only that list, and a subcommand imports its own module alone
+(onnx, numpy and ONNX Runtime load only when a command needs them).
 """
 
 from __future__ import annotations
@@ -20,29 +24,70 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from hexfuse.graph_passes.cost import list_targets
-from hexfuse.graph_passes.cost.cli import scorer_for
-from hexfuse.graph_passes.cost.scorer import CostScorer
+import importlib
+import importlib.resources
+from typing import TYPE_CHECKING
+
 from hexfuse.graph_passes.errors import HexfuseError
 
+if TYPE_CHECKING:
+    from hexfuse.graph_passes.cost.scorer import CostScorer
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _say(message: str) -> None:
     print(f"hexfuse: {message}", file=sys.stderr, flush=True)
 
 
+def _targets() -> list[str]:
+    """Bundled target names, read from the data folder (without importing the cost model)."""
+    folder = importlib.resources.files("hexfuse.qnn_configs") / "targets"
+    return sorted(entry.name[:-5] for entry in folder.iterdir() if entry.name.endswith(".json"))
+
+
 def _scorer(args: argparse.Namespace) -> CostScorer:
     """One scorer per run: it caches per-task costs across all candidate groups."""
+    from hexfuse.graph_passes.cost.cli import scorer_for
+
     for flag, value in (("--min-gain", args.min_gain), ("--min-overlap", args.min_overlap)):
         if not 0.0 <= value < 1.0:
             raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
+    if (args.engines or "").lower() == "none":  # the op-type rules, even where a map exists
+        scorer = scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only)
+        scorer.engines_note = "no engine map (--engines none): op-type rules decide"
+        return scorer
     return scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
                       model=args.model, engines=args.engines, use_schedule=not args.ignore_schedule)
 
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     """analyze or fuse the model as the options say: (result, micro-batch decision or None)."""
+    from hexfuse.graph_passes.load import fixed_dims, parse_fix_dim
+
+    pins = dict(parse_fix_dim(text) for text in args.fix_dim or ())
+    with fixed_dims(pins):
+        return _run_pass_pinned(args, scorer, fuse)
+
+
+def _dynamic_hint(result) -> str:
+    """'; symbolic dims N, S: ...' where the loaded model still has dynamic shapes, else ''."""
+    from hexfuse.graph_passes.load import symbolic_dims
+
+    loaded = getattr(result, "analyzed", result).loaded
+    dims = symbolic_dims(loaded.model.graph)
+    if not dims:
+        return ""
+    pins = " ".join(f"--fix-dim {name}=VALUE" for name in dims if name != "?")
+    named = ", ".join(dims)
+    return f"; dynamic shapes (symbolic dims {named}) are never fused" + (f": pin them with {pins}" if pins else "")
+
+
+def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     from hexfuse import analyze_model, backend, fuse_model
 
     if not args.micro_batches:
@@ -50,9 +95,12 @@ def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
         return run(args.model, scorer, args.allow_scalar), None
     from hexfuse.graph_passes.microbatch.decide import analyze_micro_batched, fuse_micro_batched
 
-    run_split = fuse_micro_batched if fuse else analyze_micro_batched
-    result, decision = run_split(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
-                                 args.split_axis, args.split == "always")
+    if fuse:
+        result, decision = fuse_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
+                                              args.split_axis, args.split == "always", args.force)
+    else:
+        result, decision = analyze_micro_batched(args.model, args.micro_batches, scorer, backend(args.allow_scalar),
+                                                 args.split_axis, args.split == "always")
     _say(f"micro-batches: {decision.reason}")
     return result, decision
 
@@ -67,6 +115,9 @@ def run_analyze(args: argparse.Namespace) -> int:
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
     print(report_json(data) if args.json else render_report(data) + (decision.markdown() if decision else ""))
+    hint = _dynamic_hint(result)
+    if hint and not result.fused_ops:
+        _say(f"nothing to fuse in {args.model}{hint}")
     return EXIT_OK
 
 
@@ -90,10 +141,11 @@ def run_fuse(args: argparse.Namespace) -> int:
                    f"without a spec: none beside {args.model}, so `hexfuse oppkg` cannot use the copy")
         _say(f"{args.model} is already fused: wrote an unchanged copy to {out} {carried}")
     elif not result.changed:
-        _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to {out}")
+        _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to "
+             f"{out}{_dynamic_hint(result)}")
     else:
-        _say(f"wrote {out} with {len(analyzed.fused_nodes)} fused nodes calling {len(result.spec.fused_ops)} op types "
-             f"({seconds:.2f} s)")
+        _say(f"wrote {out} with {_count(len(analyzed.fused_nodes), 'fused node')} calling "
+             f"{_count(len(result.spec.fused_ops), 'op type')} ({seconds:.2f} s)")
     return EXIT_OK
 
 
@@ -103,10 +155,13 @@ Qualcomm Hexagon NPUs, generate the QNN HTP op package that runs them, and measu
 
   hexfuse analyze MODEL.onnx                  what could be fused, and why not
   hexfuse fuse MODEL.onnx -o OUT.onnx         fused model + fusion spec + report (checked on ORT CPU)
+  hexfuse merge A.onnx B.onnx -o AB.onnx      two models (e.g. prefill and decode) as one graph to fuse
   hexfuse oppkg OUT.onnx -o DIR --build host  the op package's sources (and a host/ORT/HTP build)
   hexfuse ab MODEL.onnx OUT.onnx --ep cpu     A/B: four baselines, equivalence, latency, engine timelines
   hexfuse calibrate PROFILE.csv --model M.onnx --target sm8550 -o NEW.json   fit a cost target
   hexfuse engines MODEL.onnx --target sm8650  what QNN runs on which engine (HTP simulator, optrace)
+  hexfuse optrace SCHEMATIC                   engines and run lists per fused node of an optrace dump
+  hexfuse compile MODEL.onnx -o CTX.onnx      prepare on x86 (HTP) and write the EPContext model
   hexfuse bundle MODEL.onnx OUT.onnx -o DIR   one folder to run the A/B on a Snapdragon device
 
 A fused node is a model-local ONNX function, so stock ONNX Runtime runs the fused model unchanged.
@@ -125,62 +180,98 @@ def _pop_debug(argv: list[str]) -> tuple[list[str], bool]:
     return head + argv[cut:], len(head) < cut
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Subcommand -> (module whose register() adds it, or None for this module's own; its one-line help).
+# The help is what `hexfuse --help` prints without importing the module (tests/test_cli.py holds them equal).
+COMMANDS: dict[str, tuple[str | None, str]] = {
+    "analyze": (None, "show what could be fused and why or why not"),
+    "fuse": (None, "write a model with fused nodes, its fusion spec and a report"),
+    "merge": ("hexfuse.graph_passes.merge_cli", "merge two models (e.g. prefill and decode) into one graph of two requests"),
+    "calibrate": ("hexfuse.graph_passes.cost.cli", "fit per-op-class cost factors of a target from a QNN detailed profile CSV"),
+    "oppkg": ("hexfuse.op_package.cli", "generate the QNN HTP op package of a fused model"),
+    "ab": ("hexfuse.tools.ab.cli", "A/B original vs fused model: four baselines, equivalence, latency, profiles"),
+    "compile": ("hexfuse.tools.device.cli", "prepare a model on x86 (HTP) and write its EPContext model"),
+    "bundle": ("hexfuse.tools.device.cli", "one folder to run the A/B on a Snapdragon device"),
+    "optrace": ("hexfuse.tools.optrace_cli", "read an HTP optrace schematic: engines and run lists per fused node"),
+    "engines": ("hexfuse.tools.qnn_engines_cli", "engine map of a model: QNN's kernels and resources per ONNX node"),
+}
+
+ANALYZE_DESCRIPTION = """\
+Find independent work of different engines (matrix on HMX, vector on HVX, moves) that could run as one
+fused node, price each candidate group with the target's cost model and print which groups would be
+fused and why the others are not. Reads the model only; writes nothing (`hexfuse fuse` writes)."""
+
+FUSE_DESCRIPTION = """\
+Fuse the groups `hexfuse analyze` accepts: write OUT.onnx (each group a model-local ONNX function),
+OUT.hexfuse.json (the fusion spec `hexfuse oppkg` reads) and OUT.hexfuse.md (the report), after checking
+on ONNX Runtime (CPU EP) that the fused model computes what the original computes. The input file is
+never modified; the three outputs are written together or not at all."""
+
+
+def build_parser(command: str | None = "*") -> argparse.ArgumentParser:
+    """The parser. ``command``: the subcommand about to run, whose module alone is imported; None:
+    only the list of subcommands (for --help and usage errors); "*": every subcommand in full."""
     parser = argparse.ArgumentParser(prog="hexfuse", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback on errors (allowed anywhere)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = COMMANDS[command][0] if command in COMMANDS else None
+    for name, (module, help_text) in COMMANDS.items():
+        if name in commands.choices:
+            continue  # registered with another command of its module
+        if command != "*" and name != command and (module is None or module != chosen):
+            commands.add_parser(name, help=help_text, add_help=False)  # listed; its arguments load when it runs
+        elif module is None:
+            _register_pass_commands(commands, name)
+        else:
+            importlib.import_module(module).register(commands)
+    return parser
 
-    analyze = commands.add_parser("analyze", help="show what could be fused and why or why not")
-    analyze.add_argument("model", help="ONNX model file")
-    analyze.add_argument("--json", action="store_true", help="machine-readable output")
-    analyze.set_defaults(func=run_analyze)
 
-    fuse = commands.add_parser("fuse", help="write a model with fused nodes, its fusion spec and a report")
+def _register_pass_commands(commands: argparse._SubParsersAction, name: str) -> None:
+    if name == "analyze":
+        analyze = commands.add_parser("analyze", help=COMMANDS["analyze"][1], description=ANALYZE_DESCRIPTION)
+        analyze.add_argument("model", help="ONNX model file")
+        analyze.add_argument("--json", action="store_true", help="machine-readable output")
+        analyze.set_defaults(func=run_analyze)
+        _pass_options(analyze)
+        return
+    fuse = commands.add_parser("fuse", help=COMMANDS["fuse"][1], description=FUSE_DESCRIPTION)
     fuse.add_argument("model", help="ONNX model file (never modified)")
     fuse.add_argument("-o", "--output", required=True, help="output model path; spec and report go beside it")
     fuse.add_argument("--no-verify", action="store_true", help="skip the check on ONNX Runtime (graph_passes/verify.py)")
     fuse.add_argument("--plot", action="store_true", help="also draw OUT.timeline.png (matplotlib; slow on small models)")
+    fuse.add_argument("--force", action="store_true",
+                      help="with --split always: write the split even where it is predicted slower than unsplit")
     fuse.set_defaults(func=run_fuse)
+    _pass_options(fuse)
 
-    for sub in (analyze, fuse):
-        sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
-        sub.add_argument("--min-overlap", type=float, default=0.0,
-                         help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
-        sub.add_argument("--target", default="sm8550", help=f"cost-model target: {', '.join(list_targets())} or a JSON path")
-        sub.add_argument("--allow-scalar", action="store_true",
-                         help="also fuse vector tasks whose kernels have no HVX path yet (they run as scalar C on "
-                              "HTP: for host runs and simulator checks, not for speed)")
-        sub.add_argument("--allow-merge-only", action="store_true",
-                         help="also fuse groups predicted to gain by entry merging alone (default on HTP: only engine overlap)")
-        sub.add_argument("--engines", metavar="MAP.json", help="engine map of the model (`hexfuse engines`; default: "
-                         "one beside the model in engines/, else in the cache; none: op-type rules)")
-        sub.add_argument("--ignore-schedule", action="store_true",
-                         help="decide by the estimated cost model even where the engine map holds QNN's schedule of the "
-                              "model (whose replay decides by default): to build and measure groups the replay rejects")
-        sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
-                         help="also try N micro-batches along a row-independent axis; kept where predicted faster")
-        sub.add_argument("--split", choices=("auto", "always"), default="auto",
-                         help="with --micro-batches: auto = split only where predicted faster, always = wherever exact")
-        sub.add_argument("--split-axis", type=int, metavar="AXIS", help="with --micro-batches: split this input axis (default: first that works)")
 
-    # Each room registers its own subcommands.
-    from hexfuse.graph_passes.cost.cli import register as register_cost
-    from hexfuse.graph_passes.merge_cli import register as register_merge
-    from hexfuse.op_package.cli import register as register_oppkg
-    from hexfuse.tools.ab.cli import register as register_ab
-    from hexfuse.tools.device.cli import register as register_device
-    from hexfuse.tools.optrace_cli import register as register_optrace
-    from hexfuse.tools.qnn_engines_cli import register as register_engines
-
-    register_merge(commands)
-    register_cost(commands)
-    register_oppkg(commands)
-    register_ab(commands)
-    register_device(commands)
-    register_optrace(commands)
-    register_engines(commands)
-    return parser
+def _pass_options(sub: argparse.ArgumentParser) -> None:
+    """Options analyze and fuse share."""
+    sub.add_argument("--min-gain", type=float, default=0.1, help="fuse only above this predicted gain (default 0.1)")
+    sub.add_argument("--min-overlap", type=float, default=0.0,
+                     help="also require this predicted engine-overlap gain, apart from entry merging (default 0)")
+    sub.add_argument("--target", default="sm8550",
+                     help=f"cost-model target: {', '.join(_targets())} or a JSON path (default sm8550)")
+    sub.add_argument("--allow-scalar", action="store_true",
+                     help="also fuse vector tasks whose kernels have no HVX path yet (they run as scalar C on "
+                          "HTP: for host runs and simulator checks, not for speed)")
+    sub.add_argument("--allow-merge-only", action="store_true",
+                     help="also fuse groups predicted to gain by entry merging alone (default on HTP: only engine overlap)")
+    sub.add_argument("--engines", metavar="MAP.json", help="engine map of the model (`hexfuse engines`; default: "
+                     "one beside the model in engines/, else in the cache; none: op-type rules)")
+    sub.add_argument("--ignore-schedule", action="store_true",
+                     help="decide by the estimated cost model even where the engine map holds QNN's schedule of the "
+                          "model (whose replay decides by default): to build and measure groups the replay rejects")
+    sub.add_argument("--micro-batches", type=int, metavar="N", default=0,
+                     help="also try N micro-batches along a row-independent axis; kept where predicted faster")
+    sub.add_argument("--split", choices=("auto", "always"), default="auto",
+                     help="with --micro-batches: auto = split only where predicted faster, always = wherever exact "
+                          "(fuse refuses a split predicted slower unless --force; default auto)")
+    sub.add_argument("--split-axis", type=int, metavar="AXIS", help="with --micro-batches: split this input axis (default: first that works)")
+    sub.add_argument("--fix-dim", action="append", metavar="NAME=VALUE",
+                     help="pin a symbolic dimension (e.g. N=1) on the graph's inputs, outputs and value_info "
+                          "before shape inference, as ONNX Runtime's make_dynamic_shape_fixed; repeatable")
 
 
 class Terminated(KeyboardInterrupt):
@@ -223,11 +314,30 @@ def _stopped(signum: int) -> int:
     return 128 + signum
 
 
+def _import_before_handlers() -> None:
+    """Load onnx and numpy (through the pass) once the arguments parse and before SIGTERM becomes an
+    exception: raised inside a C extension's module initialisation, it left the interpreter crashing
+    with SIGSEGV at exit (seen under test_interrupts). A SIGTERM during these imports ends the process
+    the default way, with nothing written yet."""
+    importlib.import_module("hexfuse.graph_passes.pipeline")
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand the command line names (the first word that is not an option), if known."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     args.debug = debug
+    _import_before_handlers()
     try:
         with _signals_as_exceptions():
             return args.func(args)

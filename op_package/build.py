@@ -98,17 +98,25 @@ def build_host(package_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
+def check_htp_x86_tools() -> None:
+    """What `make htp_x86` needs from the environment, checked before anything is written."""
+    root = os.environ.get("QNN_SDK_ROOT")
+    if not root:
+        raise HexfuseError("--build htp_x86 needs QNN_SDK_ROOT (the Qualcomm AI Engine Direct SDK, the release of "
+                           "the runtime that will load the package)")
+    if not Path(root).is_dir():
+        raise HexfuseError(f"--build htp_x86: QNN_SDK_ROOT={root} is not a directory")
+    if shutil.which("make") is None:
+        raise HexfuseError("make not found")
+
+
 def build_htp_x86(package_dir: str | os.PathLike[str]) -> Path:
     """Run the package's `make htp_x86` (clang + libc++ against the SDK headers, linked with libQnnHtp.so).
 
     The Makefile reads QNN_SDK_ROOT, HEXAGON_SDK_ROOT / X86_LIBNATIVE_DIR, X86_CXX, QNN_HTP_LIB_DIR,
     EXTRA_CXXFLAGS and EXTRA_LDFLAGS from the environment, which make inherits from this process."""
     root = Path(package_dir).resolve()
-    if not os.environ.get("QNN_SDK_ROOT"):
-        raise HexfuseError("--build htp_x86 needs QNN_SDK_ROOT (the Qualcomm AI Engine Direct SDK, the release of "
-                           "the runtime that will load the package)")
-    if shutil.which("make") is None:
-        raise HexfuseError("make not found")
+    check_htp_x86_tools()
     jobs = str(max(1, os.cpu_count() or 1))
     env = {"PYTHON": sys.executable, **os.environ}  # the Makefile asks this Python where onnxruntime-qnn is
     proc = subprocess.run(["make", "-j", jobs, "htp_x86"], cwd=root, capture_output=True, text=True, env=env)

@@ -62,6 +62,15 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(str(path))
     check_spec_describes(model, _read(model), spec, path)
     _refuse_output_holding(Path(args.output), [model, path])
+    if args.build == "htp_x86":  # the environment first: a failed build must not replace DIR
+        from hexfuse.op_package.build import check_htp_x86_tools
+        check_htp_x86_tools()
+    elif args.build in ("host", "ort"):
+        from hexfuse.op_package.build import compiler
+        compiler()
+        if args.build == "ort":
+            from hexfuse.op_package import ort_headers
+            ort_headers.check_runtime(ort_headers.require_headers())
     files = render_package(spec, args.package_name)
     out = write_tree(files, args.output)
     print(f"hexfuse: wrote op package {args.package_name} ({len(spec.fused_ops)} ops, {len(files)} files) to {out}",

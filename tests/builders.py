@@ -12,6 +12,46 @@ OPSET = 17
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
 
+def unfolded_activation_target(name: str = "sm8550") -> str:
+    """The bundled target ``name`` with ``folds.activation`` off, as a JSON file (one per session).
+
+    For tests whose subject is mechanics on the bundled CNNs (package generation, executor, bundle,
+    verification), not their payoff. QNN runs each Relu inside its Conv's kernel, so with the real
+    target a Conv and its Relu form one matrix task, which op_package/qnn_ops.py cannot hand to QNN yet
+    (no translation for activations): on HTP those models fuse nothing. Without the fold they fuse
+    Conv || Relu and Conv || pool groups as before, which exercise the same code."""
+    import atexit
+    import json
+    import shutil
+    import tempfile
+
+    from hexfuse.graph_passes.cost.target import TARGETS_DIR
+
+    if not _UNFOLDED_DIR:
+        _UNFOLDED_DIR.append(tempfile.mkdtemp(prefix="hexfuse-test-targets-"))
+        atexit.register(shutil.rmtree, _UNFOLDED_DIR[0], True)
+    path = os.path.join(_UNFOLDED_DIR[0], f"{name}.json")
+    if not os.path.exists(path):
+        raw = json.loads((TARGETS_DIR / f"{name}.json").read_text())
+        raw["folds"]["activation"]["value"] = False
+        with open(path, "w") as f:
+            json.dump(raw, f)
+    return path
+
+
+_UNFOLDED_DIR: list[str] = []
+
+
+def unfolded_activation_scorer(name: str = "sm8550", min_gain: float = 0.1):
+    """``unfolded_activation_target`` as a scorer, for the pass called in-process."""
+    from hexfuse.graph_passes.cost import load_target
+    from hexfuse.graph_passes.cost.cli import scorer_for
+    from hexfuse.graph_passes.cost.target import FOLDS
+
+    target = load_target(name)
+    return scorer_for(target.with_values(folds=target.folds - set(FOLDS["activation"])), min_gain)
+
+
 def light_model(name: str) -> str:
     """Path of a Model Zoo 'light' model shipped in the onnx wheel, e.g. light_model('squeezenet')."""
     for stem in (f"light_{name}", f"light_bvlc_{name}"):
@@ -137,11 +177,12 @@ def twin_blocks(shapes: tuple[tuple[int, ...], ...] = ((64, 64), (64, 64)), size
 
 
 def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_channel: bool = True,
-                     group: int = 1) -> onnx.ModelProto:
+                     group: int = 1, activation: bool = True) -> onnx.ModelProto:
     """x -> Conv -> BatchNormalization -> Mul(c) -> Relu -> y  beside  x -> MaxPool -> p.
 
     ``bn_users`` 2 gives the Conv output a second reader (nothing may fold then); ``per_channel`` False
-    makes the Mul constant vary over space (not foldable into weights); ``group`` groups the Conv."""
+    makes the Mul constant vary over space (not foldable into weights); ``group`` groups the Conv;
+    ``activation`` False leaves the Relu out (y is the Mul's output)."""
     rng = np.random.default_rng(5)
     c = rng.standard_normal((channels, 1, 1) if per_channel else (1, side, side)).astype(np.float32)
     inits = [_weight(rng, "w", (channels, channels // group, 3, 3)), numpy_helper.from_array(c, "c")]
@@ -155,6 +196,9 @@ def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_
         helper.make_node("Relu", ["scaled"], ["y"], name="relu"),
         helper.make_node("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
     ]
+    if not activation:
+        nodes[2].output[0] = "y"
+        del nodes[3]
     shape = (1, channels, side, side)
     outputs = [float_info("y", shape), float_info("p", shape)]
     if bn_users == 2:

@@ -23,7 +23,9 @@ ALIASES = {
     "xelite": "x-elite", "x1e": "x-elite",
 }
 # Epilogues a target may fold into the matrix op before them (graph_passes/folds.py), by JSON key.
-FOLDS = {"batch_norm": ("BatchNormalization",), "scale_shift": ("Mul", "Add")}
+# "activation" is graph_passes/folds.py ACTIVATIONS (tests/graph_passes/test_fold_agreement.py holds them equal).
+FOLDS = {"batch_norm": ("BatchNormalization",), "scale_shift": ("Mul", "Add"),
+         "activation": ("Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu")}
 # Op classes that calibration can scale (opcost.op_class names them).
 OP_CLASSES = (
     "conv", "matmul", "depthwise", "elementwise", "transcendental", "norm", "softmax", "pool", "reduce",

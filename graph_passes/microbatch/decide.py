@@ -7,7 +7,9 @@
 A split pays only through the fusion it enables: by itself it adds a dispatch per copied op, a Split
 and a Concat, and fills HMX tiles less (cost/model_time.py). So the choice needs both fused results,
 which is why it is a flag of ``fuse`` (and ``analyze``) rather than a ``split`` command that would
-write a slower model whenever the fuse after it found nothing worth fusing.
+write a slower model whenever the fuse after it found nothing worth fusing. ``--split always`` splits
+wherever exact, but ``fuse`` refuses a split predicted slower than the unsplit model unless ``--force``
+(``analyze`` only says so).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from pathlib import Path
 from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.cost.model_time import ModelTime, model_time
 from hexfuse.graph_passes.cost.scorer import CostScorer
-from hexfuse.graph_passes.load import LoadedModel
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load import LoadedModel, fixed_dims
 from hexfuse.graph_passes.microbatch.split import SplitPlan, plan_split, split_model
 from hexfuse.graph_passes.pipeline import AnalyzeResult, FuseResult, analyze_model, fuse_model
 from hexfuse.graph_passes.spec_builder import fused_op_spec
@@ -64,7 +67,7 @@ def _run(path: Path, scorer: CostScorer, backend: Backend | None, fuse: bool) ->
 
 
 def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None,
-            axis: int | None, always: bool, fuse: bool):
+            axis: int | None, always: bool, fuse: bool, force: bool = False):
     original = _run(Path(path), scorer, backend, fuse)
     base = original.analyzed if fuse else original
     if base.already_fused:
@@ -76,7 +79,8 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend |
     with tempfile.TemporaryDirectory(prefix="hexfuse-split-") as folder:
         split_path = Path(folder) / base.loaded.path.name
         split_path.write_bytes(split.SerializeToString())
-        candidate = _run(split_path, scorer, backend, fuse)
+        with fixed_dims({}):  # made from the loaded model: --fix-dim pins are in it already
+            candidate = _run(split_path, scorer, backend, fuse)
     tried = candidate.analyzed if fuse else candidate
     before, after = _time(base, scorer), _time(tried, scorer)
     pays = bool(tried.fused_ops) and after.total_ns < before.total_ns * (1.0 - SPLIT_MARGIN)
@@ -87,19 +91,29 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend |
     if not pays and not always:
         why = f"not split: split and fused predicts {predicted}, needs {SPLIT_MARGIN:.0%}; --split always forces it"
         return original, MicroBatchDecision(count, False, why, plan.describe(), before, after)
+    slower = after.total_ns > before.total_ns
+    if slower and fuse and not force:
+        ratio = after.total_ns / before.total_ns if before.total_ns > 0 else float("inf")
+        raise HexfuseError(f"--split always: the split model is predicted {ratio:.2f}x slower than unsplit "
+                           f"({predicted}); --force writes it anyway")
     _as_original(tried, base.loaded)
     if fuse:
         candidate.spec = replace(candidate.spec, source_sha256=base.loaded.sha256)
         candidate.changed = True  # the split alone changes the model: the CLI checks it against the original
-    why = f"split into {count}{' (--split always)' if not pays else ''}: {predicted}"
+    forced = " (--split always --force: predicted slower)" if slower and fuse else " (--split always)"
+    why = f"split into {count}{forced if not pays else ''}: {predicted}"
+    if slower and not fuse:
+        why += "; predicted slower, so `fuse` refuses it without --force"
     return candidate, MicroBatchDecision(count, True, why, plan.describe(), before, after)
 
 
 def fuse_micro_batched(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None = None,
-                       axis: int | None = None, always: bool = False) -> tuple[FuseResult, MicroBatchDecision]:
+                       axis: int | None = None, always: bool = False,
+                       force: bool = False) -> tuple[FuseResult, MicroBatchDecision]:
     """The fused model, split into ``count`` micro-batches where exact and predicted faster (``always``:
-    wherever exact, e.g. to measure on a device what the uncalibrated cost model predicts)."""
-    return _decide(path, count, scorer, backend, axis, always, fuse=True)
+    wherever exact, e.g. to measure on a device what the uncalibrated cost model predicts; a split
+    predicted slower than unsplit is refused unless ``force``)."""
+    return _decide(path, count, scorer, backend, axis, always, fuse=True, force=force)
 
 
 def analyze_micro_batched(path: str | Path, count: int, scorer: CostScorer, backend: Backend | None = None,

@@ -10,6 +10,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.cost import CostScorer, load_target
 from hexfuse.graph_passes.cost.cli import render_cost_markdown, scorer_for, write_cost_reports
 from tests.passes import analyze_model
@@ -22,12 +23,13 @@ BASELINES = ("t1_serial", "t2_best_existing", "t3_fused_serial", "t4_fused_concu
 @pytest.fixture(scope="module")
 def inception():
     scorer = CostScorer(load_target("sm8550"), 0.1)
-    return scorer, analyze_model(LIGHT / "light_inception_v1.onnx", scorer=scorer)
+    # the host executor: on HTP the Conv + folded Relu tasks wait for a QNN translation of the Relu
+    return scorer, pipeline.analyze_model(LIGHT / "light_inception_v1.onnx", scorer, None)
 
 
 def test_pass_fuses_only_groups_that_clear_the_margin(inception):
     scorer, result = inception
-    assert result.selection.groups, "inception_v1 has independent conv/relu branches"
+    assert result.selection.groups, "inception_v1 has independent conv and pool branches"
     for group in result.selection.groups:
         verdict = group.verdict
         assert verdict.accepted and verdict.gain >= 0.1

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from hexfuse.graph_passes.cost import list_targets, load_target
-from hexfuse.graph_passes.cost.target import TARGETS_DIR, target_from_dict, target_to_dict
+from hexfuse.graph_passes.cost.target import FOLDS, TARGETS_DIR, target_from_dict, target_to_dict
 from hexfuse.graph_passes.errors import HexfuseError
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cites_map(source: str) -> bool:
+    """A measured figure names a committed engine map (models/engines/), and that file exists."""
+    cited = re.findall(r"models/engines/[\w.-]+\.json", source)
+    return bool(cited) and all((REPO / path).is_file() for path in cited)
 
 
 def test_bundled_targets_load_and_cite_every_number():
@@ -21,8 +31,8 @@ def test_bundled_targets_load_and_cite_every_number():
         entries += [(f"folds.{key}", entry) for key, entry in raw.get("folds", {}).items()]
         for key, entry in entries:
             source = entry["source"]
-            assert source.startswith("estimate") or "http" in source or "DESIGN.md" in source, (name, key)
-        assert target.folds == {"BatchNormalization", "Mul", "Add"}, name  # every bundled target folds both
+            assert source.startswith("estimate") or "http" in source or "DESIGN.md" in source or _cites_map(source), (name, key)
+        assert target.folds == {"BatchNormalization", "Mul", "Add", *FOLDS["activation"]}, name  # every bundled target folds all
         assert target.vtcm_mb == 8
         assert target.hmx_fp16_macs_per_cycle <= target.hmx_int8_macs_per_cycle
 
@@ -42,6 +52,9 @@ def test_round_trip_through_json():
 def test_folds_can_be_switched_off_per_epilogue():
     raw = json.loads((TARGETS_DIR / "sm8550.json").read_text())
     raw["folds"]["scale_shift"]["value"] = False
+    target = target_from_dict(raw, "memory")
+    assert target.folds == {"BatchNormalization", *FOLDS["activation"]}
+    raw["folds"]["activation"]["value"] = False
     target = target_from_dict(raw, "memory")
     assert target.folds == {"BatchNormalization"}
     assert target_from_dict(json.loads(json.dumps(target_to_dict(target))), "memory").folds == target.folds

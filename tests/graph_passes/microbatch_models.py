@@ -157,3 +157,20 @@ def reshaped(shape: list[int], source=(1, 16, 64)) -> onnx.ModelProto:
              helper.make_node("Relu", ["r"], ["y"], name="relu")]
     out = np.empty(source).reshape([source[i] if v == 0 else v for i, v in enumerate(shape)]).shape
     return _model(nodes, [float_info("x", source)], [float_info("y", out)], [_const("shape", shape)], opset=18)
+
+
+def elu_chain(path) -> str:
+    """models/mlp_chain.onnx with its Relu and Tanh made Elu, saved at ``path``.
+
+    QNN runs a Relu or Tanh right after a MatMul + bias inside the HMX kernel (graph_passes/folds.py), so
+    in mlp_chain every vector op joins a matrix unit and a micro-batch split has no vector work to overlap.
+    Elu is the activation QNN runs on its own HVX kernel (tests/graph_passes/test_fold_agreement.py): the
+    chain keeps one vector task per layer, which the split's slices can pair with each other's MatMuls."""
+    from pathlib import Path
+
+    model = onnx.load(Path(__file__).resolve().parents[2] / "models" / "mlp_chain.onnx")
+    for node in model.graph.node:
+        if node.op_type in ("Relu", "Tanh"):
+            node.op_type = "Elu"
+    onnx.save(model, str(path))
+    return str(path)

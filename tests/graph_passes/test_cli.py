@@ -79,7 +79,7 @@ def test_fuse_writes_model_spec_and_report_and_leaves_input_alone(tmp_path, caps
     digest = hashlib.sha256(open(source, "rb").read()).hexdigest()
     code, _, err = _run(capsys, "fuse", source, "-o", str(tmp_path / "out.onnx"), "--allow-scalar")
     assert code == 0, err
-    assert "1 fused nodes" in err
+    assert "1 fused node " in err
     assert hashlib.sha256(open(source, "rb").read()).hexdigest() == digest
     assert sorted(os.listdir(tmp_path)) == ["in.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.onnx", "out.timeline.json"]
     onnx.checker.check_model(onnx.load(tmp_path / "out.onnx"), full_check=True)
@@ -128,7 +128,9 @@ def test_refuses_to_overwrite_its_input(tmp_path, capsys):
 def test_analyze_explains_a_negative_model(capsys):
     code, out, _ = _run(capsys, "analyze", builders.light_model("vgg19"))
     assert code == 0
-    assert "fused groups: 0" in out and "a path links them" in out
+    # a chain of Conv + its folded Relu units and pools: nothing independent; on HTP the Conv + Relu
+    # task also waits for a QNN translation of the Relu (op_package/qnn_ops.py)
+    assert "fused groups: 0" in out and ("a path links them" in out or "has no QNN translation" in out)
 
 
 def test_usage_error_is_exit_2(capsys):

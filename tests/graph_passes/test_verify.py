@@ -84,7 +84,7 @@ def test_numbers_catch_what_the_structure_check_would_miss(tmp_path, monkeypatch
 
 
 def test_upgraded_models_are_also_compared_with_the_file():
-    verification = verify_result(fuse_model(builders.light_model("squeezenet")))
+    verification = verify_result(fuse_model(builders.light_model("squeezenet"), builders.unfolded_activation_scorer()))
     assert verification.equal and verification.against_file
     assert "the original file ran too" in verification.describe()
 

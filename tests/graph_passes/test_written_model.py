@@ -56,7 +56,7 @@ def _optimized_nodes(model: str | bytes, tmp_path: Path) -> int:
 def test_light_inception_v2_fused_optimizes_like_the_original(tmp_path):
     """Before the fix: 129 nodes after ORT optimization for the original, 941 for the fused model."""
     path = builders.light_model("inception_v2")
-    result = fuse_model(path)
+    result = fuse_model(path, builders.unfolded_activation_scorer())  # see tests/builders.py
     assert result.changed
     assert _optimized_nodes(path, tmp_path) == _optimized_nodes(result.model_bytes, tmp_path)
     assert any("opset 9 -> 13" in line for line in result.model_changes)

@@ -15,6 +15,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from hexfuse.cli import main as hexfuse_main
+from tests.builders import unfolded_activation_target
 from hexfuse.graph_passes.spec import FusionSpec, load_spec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
@@ -50,7 +51,9 @@ def fuse(model: Path, out: Path) -> Path | None:
     """Run the graph pass; None when nothing was fused."""
     # margin 0, scalar allowed: the kernels are under test, HVX or not, not the payoff (on HTP resnet50's
     # groups predict below 10%)
-    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify", "--min-gain", "0", "--allow-scalar"])
+    # activations not folded: see tests/builders.py unfolded_activation_target
+    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify", "--min-gain", "0", "--allow-scalar",
+                         "--target", unfolded_activation_target()])
     assert code == 0, f"hexfuse fuse failed on {model}"
     spec_file = out.with_suffix(".hexfuse.json")
     return out if spec_file.exists() and load_spec(str(spec_file)).fused_ops else None

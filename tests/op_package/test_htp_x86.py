@@ -23,6 +23,7 @@ import pytest
 
 from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec import load_spec
+from tests.builders import unfolded_activation_target
 from tests.htp_x86 import htp_x86_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,9 @@ pytestmark = pytest.mark.skipif(htp_x86_missing() is not None, reason=str(htp_x8
 def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path: Path) -> None:
     fused = tmp_path / f"{name}.fused.onnx"
     # every fusable group, scalar kernels too: the package's build, claims and numerics are under test
-    assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--allow-scalar", "--allow-merge-only", "--min-gain", "0"]) == 0
+    # (activations unfolded: QNN folds them into the convs, which qnn_ops.py cannot hand over yet)
+    assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--allow-scalar", "--allow-merge-only",
+                         "--min-gain", "0", "--ignore-schedule", "--target", unfolded_activation_target()]) == 0
     package = "HexFuse" + "".join(part.title() for part in name.split("_"))
     assert hexfuse_main(["oppkg", str(fused), "-o", str(tmp_path / "pkg"), "--package-name", package,
                          "--build", "htp_x86"]) == 0

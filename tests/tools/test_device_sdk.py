@@ -19,6 +19,7 @@ from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec import load_spec
 from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.presets import load_preset
+from tests.builders import unfolded_activation_target
 from tests.htp_x86 import htp_x86_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +40,9 @@ def _hexfuse(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 @pytest.mark.parametrize("name", ["googlenet", "gptj_block_qdq"])
 def test_context_round_trip_with_the_package(name: str, tmp_path: Path) -> None:
     fused = tmp_path / f"{name}.fused.onnx"
-    assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--target", "sm8650",
-                         "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--ignore-schedule"]) == 0
+    assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--target",
+                         unfolded_activation_target("sm8650"), "--allow-scalar", "--allow-merge-only", "--min-gain", "0",
+                         "--ignore-schedule"]) == 0
     # every fusable group: the context path is under test
     package = "HexFuseCtx" + "".join(part.title() for part in name.split("_"))
     pkg = tmp_path / "pkg"
@@ -84,8 +86,8 @@ def test_context_of_the_original_and_embed_mode_0(tmp_path: Path) -> None:
 def test_bundle_run_script_on_the_simulator_imports_and_calibrates(tmp_path: Path) -> None:
     original = ROOT / "models" / "googlenet.onnx"
     fused = tmp_path / "g.fused.onnx"
-    assert hexfuse_main(["fuse", str(original), "-o", str(fused), "--target", "sm8650", "--allow-scalar", "--allow-merge-only", "--min-gain", "0",
-                         "--ignore-schedule"]) == 0
+    assert hexfuse_main(["fuse", str(original), "-o", str(fused), "--target", unfolded_activation_target("sm8650"),
+                         "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--ignore-schedule"]) == 0
     bundle = tmp_path / "bundle"
     done = _hexfuse("bundle", str(original), str(fused), "-o", str(bundle), "--target", "sm8650",
                     "--package-name", "HexFuseBundle")

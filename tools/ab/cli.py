@@ -71,23 +71,37 @@ def options_from_args(args: argparse.Namespace) -> AbOptions:
                      profile_runs=args.profile_runs, quiet=args.quiet, cpu_package=args.cpu_package)
 
 
+def _figure(s: dict) -> str:
+    """'1.234x (95% CI 1.1-1.3; rounds 1.15-1.31, significant)': the CI within the run, the spread between rounds."""
+    text = f"{s['speedup']:.3f}x (95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}"
+    spread = s.get("round_spread")
+    if spread:
+        text += f"; {len(s['rounds'])} rounds {spread[0]:.3f}-{spread[1]:.3f}"
+    if "significant" in s:
+        text += "; significant" if s["significant"] else (
+            "; not significant: the rounds disagree" if s.get("significant_within_run") else "; not significant")
+    return text + ")"
+
+
 def _gain(rep: dict, name: str) -> str:
     s = rep["speedups"].get(name)
-    return "" if s is None else f"{s['speedup']:.3f}x (95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f})"
+    return "" if s is None else _figure(s)
 
 
 def summary_line(rep: dict) -> str:
+    """Like-for-like figures first (same kernels on both sides), then original -> fused, marked where it
+    also compares different kernels (CPU EP: ONNX Runtime's against hexfuse's host kernels)."""
     msg = f"equivalence PASS; report in {rep['report_dir']}"
-    h = rep.get("headline")
-    if h:
-        msg += f"; {h['reference']} -> {h['candidate']}: {h['speedup']:.3f}x " \
-               f"(95% CI {h['ci95'][0]:.3f}-{h['ci95'][1]:.3f})"
     merge = ("entry merge 1k->3 (same kernels)", "entry_merge_gain_same_kernels_1k_to_3")
     if not _gain(rep, merge[1]):
         merge = ("entry merge 1->3", "entry_merge_gain_1_to_3")
     for label, name in (merge, ("overlap 3->4", "overlap_gain_3_to_4")):
         if _gain(rep, name):
             msg += f"; {label}: {_gain(rep, name)}"
+    h = rep.get("headline")
+    if h:
+        unlike = " (different kernels: " + h["note"].split(": ", 1)[-1] + ")" if h.get("note") else ""
+        msg += f"; {h['reference']} -> {h['candidate']}{unlike}: {_figure(h)}"
     missing = next((b for b in rep["baselines"] if b["key"] == "b3_fused_serial" and not b["available"]), None)
     if missing:
         msg += f"; baselines 3/4 not measured: {missing['reason']}"

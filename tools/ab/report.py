@@ -79,10 +79,16 @@ def render_md(r: dict) -> str:
         L.append(f"| {b['key']} | {b['label']} | {_f(lat.get('median_ms'))} | {_f(lat.get('p90_ms'))} | "
                  f"{_f(lat.get('p99_ms'))} | {'' if b['available'] else b['reason']} |")
     L += ["", "## Speedups (paired, bootstrap 95% CI)", "",
-          "| gain | reference -> candidate | speedup | 95% CI | note |", "|---|---|---|---|---|"]
+          "| gain | reference -> candidate | speedup | 95% CI (within the run) | rounds (spread) | significant | note |",
+          "|---|---|---|---|---|---|---|"]
     for name, s in r["speedups"].items():
+        spread = s.get("round_spread")
+        rounds = f"{len(s['rounds'])}: {spread[0]:.3f}-{spread[1]:.3f}" if spread else "-"
+        significant = {True: "yes", False: "no"}.get(s.get("significant"), "-")
+        if s.get("significant") is False and s.get("significant_within_run"):
+            significant = "no (rounds disagree)"
         L.append(f"| {name} | {s['reference']} -> {s['candidate']} | {s['speedup']:.3f}x | "
-                 f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] | {s.get('note', '')} |")
+                 f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] | {rounds} | {significant} | {s.get('note', '')} |")
     if r.get("cycles"):
         L += ["", "## QNN cycles (profiling pass)", ""]
         for k, c in r["cycles"]["per_run"].items():

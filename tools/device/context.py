@@ -122,12 +122,41 @@ def _check_paths(model: Path, out: Path) -> None:
         raise HexfuseError(f"{out}: output directory {out.parent} does not exist")
 
 
+def _folders_to_make(folder: Path) -> list[Path]:
+    """``folder`` and its missing parents, innermost first; refuse a path through a file."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.is_dir():
+            return missing
+        if path.exists():
+            raise HexfuseError(f"output directory {folder}: {path} is not a directory")
+        missing.append(path)
+    return missing
+
+
 def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
-                    provider_options: dict[str, str], feeds: dict[str, np.ndarray], *,
-                    disable_cpu_fallback: bool = True, package: PackageDir | None = None,
-                    library: Path | None = None, embed: bool = True, allow_inlined: bool = False,
-                    schematic: Path | None = None, say: Callable[[str], None] | None = None) -> CompileResult:
-    """Prepare ``model_path`` on the HTP backend, write ``out_path`` atomically, load it back and check it."""
+                    provider_options: dict[str, str], feeds: dict[str, np.ndarray], **options) -> CompileResult:
+    """Prepare ``model_path`` on the HTP backend, write ``out_path`` atomically, load it back and check it.
+    The output's folder is created like ``hexfuse fuse -o`` does, and removed again if nothing was written."""
+    made = _folders_to_make(Path(out_path).parent)
+    for folder in reversed(made):
+        folder.mkdir()
+    try:
+        return _compile_context(model_path, out_path, provider_options, feeds, **options)
+    except BaseException:
+        for folder in made:  # innermost first; only empty folders we made
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
+                     provider_options: dict[str, str], feeds: dict[str, np.ndarray], *,
+                     disable_cpu_fallback: bool = True, package: PackageDir | None = None,
+                     library: Path | None = None, embed: bool = True, allow_inlined: bool = False,
+                     schematic: Path | None = None, say: Callable[[str], None] | None = None) -> CompileResult:
     model_file, out = Path(model_path), Path(out_path)
     _check_paths(model_file, out)
     model_file, out = model_file.resolve(), out.resolve()  # (the preparing session runs in a staging folder)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 QNN_OP_NS = (100, 200, 300, 500, 700, 1000, 1500, 2200, 3000)
-HVX_OP_NS = (50, 100, 200, 400, 700, 1000, 1500, 2200, 3000)
+HVX_OP_NS = (50, 100, 200, 400, 700, 1000, 1500, 2200, 3000, 4500, 6000)
 HMX_SCALES = (1.0,)  # the target's HMX rates as they are (fitted with the serial model: docs/anchors.md)
 
 

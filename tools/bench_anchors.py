@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", action="append", choices=("float", "w8a8"), help="default: both")
     parser.add_argument("--model", action="append", help="only these model ids")
     parser.add_argument("--fit", action="store_true", help="fit the constants (k-fold held out, then on all rows)")
-    parser.add_argument("--iterations", type=int, default=25, help="Levenberg-Marquardt iterations per fit")
+    parser.add_argument("--iterations", type=int, default=15, help="Levenberg-Marquardt iterations per fit")
     parser.add_argument("--write", action="store_true", help="write fitted constants into qnn_configs/targets/*.json")
     parser.add_argument("--pricing", choices=("analyze", "quant"), default="analyze",
                         help="analyze: as `hexfuse analyze` prices today (default); quant: boundary Q/DQ tensors in "

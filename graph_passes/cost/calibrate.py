@@ -444,6 +444,8 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
 
 LATENCY_RIDGE = 0.02
 LATENCY_FOLDS = 5
+LATENCY_ITERATIONS = 15
+LATENCY_RESIDENT_MB = (1.0, 2.0, 4.0)  # resident_mb is a threshold: tried on this grid, not by the gradient
 LATENCY_MAX_STEP = 20.0  # a fitted value stays within base / LATENCY_MAX_STEP .. base x LATENCY_MAX_STEP
 LATENCY_SCALARS = ("dispatch_ns", "hvx_launch_ns", "hmx_int8_macs_per_cycle", "hmx_fp16_macs_per_cycle", "dma_gbps",
                    "ddr_npu_fraction")
@@ -653,9 +655,15 @@ class LatencyFit:
     names: list[str]
     rows: int
     cost: float  # final objective
+    model: LatencyModel = field(compare=False, repr=False)
 
     def values(self) -> dict[str, float]:
-        return {name: LatencyModel.value(self.target, name) for name in self.names}
+        """Every fitted constant by name, resident_mb (the grid's choice) included."""
+        return {**{name: LatencyModel.value(self.target, name) for name in self.names},
+                "resident_mb": self.target.resident_mb}
+
+    def predict_ns(self, case: ModelCase) -> float:
+        return self.model.predict_ns(case, self.logs)
 
 
 def _latency_residuals(model: LatencyModel, rows: list[LatencyRow], logs: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -663,9 +671,19 @@ def _latency_residuals(model: LatencyModel, rows: list[LatencyRow], logs: np.nda
     return np.concatenate([errors, math.sqrt(LATENCY_RIDGE) * (logs - start)])
 
 
-def fit_latencies(rows: list[LatencyRow], base: Target, iterations: int = 25, model: LatencyModel | None = None) -> LatencyFit:
-    """Levenberg-Marquardt on log θ (the section comment above)."""
-    model = model or LatencyModel.for_cases(base, [r.case for r in rows])
+def latency_models(base: Target, cases: list[ModelCase], overheads: bool = True) -> dict[float, LatencyModel]:
+    """One LatencyModel per resident_mb of the grid (a threshold: the prediction is piecewise constant in it)."""
+    out = {}
+    for resident in sorted({base.resident_mb, *LATENCY_RESIDENT_MB}):
+        if resident <= base.vtcm_mb:
+            model = LatencyModel.for_cases(replace(base, resident_mb=resident), cases)
+            if not overheads:
+                model.names = [n for n in model.names if n not in ("dispatch_ns", "hvx_launch_ns")]
+            out[resident] = model
+    return out
+
+
+def _fit_one(rows: list[LatencyRow], model: LatencyModel, iterations: int) -> LatencyFit:
     start = model.start()
     low, high = start - math.log(LATENCY_MAX_STEP), start + math.log(LATENCY_MAX_STEP)
     high[model.names.index("ddr_npu_fraction")] = 0.0
@@ -684,12 +702,20 @@ def fit_latencies(rows: list[LatencyRow], base: Target, iterations: int = 25, mo
             trial = np.clip(logs - np.linalg.solve(lhs, jac.T @ r), low, high)
             r_trial = _latency_residuals(model, rows, trial, start)
             if r_trial @ r_trial < r @ r - 1e-12:
-                logs, r, damping, improved = trial, r_trial, max(damping / 3, 1e-6), True
+                improved = (r @ r - r_trial @ r_trial) > 1e-4 * (r @ r)
+                logs, r, damping = trial, r_trial, max(damping / 3, 1e-6)
                 break
             damping *= 4
-        if not improved or damping > 1e6:
+        if not improved:
             break
-    return LatencyFit(model.target(logs), logs, list(model.names), len(rows), float(r @ r))
+    return LatencyFit(model.target(logs), logs, list(model.names), len(rows), float(r @ r), model)
+
+
+def fit_latencies(rows: list[LatencyRow], base: Target, iterations: int = LATENCY_ITERATIONS,
+                  models: dict[float, LatencyModel] | None = None) -> LatencyFit:
+    """Levenberg-Marquardt on log θ at every resident_mb of the grid; the lowest objective wins."""
+    models = models or latency_models(base, [r.case for r in rows])
+    return min((_fit_one(rows, model, iterations) for model in models.values()), key=lambda fit: fit.cost)
 
 
 def model_folds(models: list[str], k: int = LATENCY_FOLDS) -> list[set[str]]:
@@ -697,16 +723,16 @@ def model_folds(models: list[str], k: int = LATENCY_FOLDS) -> list[set[str]]:
     return [set(ordered[i::k]) for i in range(min(k, len(ordered)))]
 
 
-def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FOLDS, iterations: int = 25) -> dict[int, float]:
+def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FOLDS,
+                       iterations: int = LATENCY_ITERATIONS) -> dict[int, float]:
     """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models)."""
-    model = LatencyModel.for_cases(base, [r.case for r in rows])
+    models = latency_models(base, [r.case for r in rows])
     out: dict[int, float] = {}
     for fold in model_folds([r.case.model for r in rows], k):
-        train = [r for r in rows if r.case.model not in fold]
-        result = fit_latencies(train, base, iterations, model)
+        result = fit_latencies([r for r in rows if r.case.model not in fold], base, iterations, models)
         for i, row in enumerate(rows):
             if row.case.model in fold:
-                out[i] = model.predict_ns(row.case, result.logs)
+                out[i] = result.predict_ns(row.case)
     return out
 
 
@@ -779,20 +805,19 @@ def fit_published(table: str | Path, base: Target, chipset: str, models: str | P
     if not fit_rows:
         raise HexfuseError(f"published table {table}: no model file for any {chipset} row (first missing: "
                            f"{missing[0]}; --models DIR, or tools/anchors/zoo.py to export them)")
-    model = LatencyModel.for_cases(base, [r.case for r in fit_rows])
-    if not overheads:
-        model.names = [n for n in model.names if n not in ("dispatch_ns", "hvx_launch_ns")]
+    models = latency_models(base, [r.case for r in fit_rows], overheads)
     before = [model_latency(r.case, base).serial_ns for r in fit_rows]
-    result = fit_latencies(fit_rows, base, model=model)
-    after = [model.predict_ns(r.case, result.logs) for r in fit_rows]
+    result = fit_latencies(fit_rows, base, models=models)
+    after = [result.predict_ns(r.case) for r in fit_rows]
     published = [r.milliseconds for r in fit_rows]
     source = (f"fit: {Path(table).name} ({len(fit_rows)} rows, {len(cases)} models, {chipset}), least squares on "
               f"log(predicted/published) whole-model latency (hexfuse calibrate --published)")
     sources = dict(base.sources)
-    sources.update({name: source for name in result.names})
+    sources.update({name: source for name in result.values()})
     fitted = replace(result.target, sources=sources)
     b, a = error_summary(latency_errors(before, published)), error_summary(latency_errors(after, published))
-    moved = ", ".join(f"{n} {LatencyModel.value(base, n):.3g}->{v:.3g}" for n, v in result.values().items())
+    moved = ", ".join(f"{n} {LatencyModel.value(base, n):.3g}->{v:.3g}" for n, v in result.values().items()
+                      if abs(v / LatencyModel.value(base, n) - 1) > 1e-3)
     note = (f"{len(fit_rows)} rows ({len(missing)} without a model file); median |error| {b[0]:.0%} -> {a[0]:.0%} "
             f"(worst {b[1]:.0%} -> {a[1]:.0%}, in sample; tools/bench_anchors.py --fit reports held-out errors); {moved}")
     return fitted, note

@@ -62,7 +62,8 @@ def load_cases(rows: Iterable[Published], cache: Path, log=print,
     return kept, cases
 
 
-def run_chipset(chip: Chipset, do_fit: bool, folds: int = fitting.LATENCY_FOLDS, iterations: int = 25) -> Chipset:
+def run_chipset(chip: Chipset, do_fit: bool, folds: int = fitting.LATENCY_FOLDS,
+                iterations: int = fitting.LATENCY_ITERATIONS) -> Chipset:
     chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.cases]
     if not do_fit:
         return chip
@@ -108,12 +109,12 @@ def row_table(chip: Chipset) -> str:
 
 
 def constants_table(chips: list[Chipset]) -> str:
-    names = sorted({n for c in chips if c.result for n in c.result.names}, key=_order)
+    names = sorted({n for c in chips if c.result for n in c.result.values()}, key=_order)
     lines = ["| constant | " + " | ".join(c.name for c in chips) + " |", "|---|" + "---|" * len(chips)]
     for name in names:
         cells = []
         for chip in chips:
-            if chip.result is None or name not in chip.result.names:
+            if chip.result is None or name not in chip.result.values():
                 cells.append("-")
                 continue
             before, after = fitting.LatencyModel.value(chip.base, name), chip.result.values()[name]

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", action="append", choices=("float", "w8a8"), help="default: both")
     parser.add_argument("--model", action="append", help="only these model ids")
     parser.add_argument("--fit", action="store_true", help="fit the constants (k-fold held out, then on all rows)")
-    parser.add_argument("--iterations", type=int, default=15, help="Levenberg-Marquardt iterations per fit")
+    parser.add_argument("--iterations", type=int, default=10, help="Levenberg-Marquardt iterations per fit")
     parser.add_argument("--write", action="store_true", help="write fitted constants into qnn_configs/targets/*.json")
     parser.add_argument("--pricing", choices=("analyze", "quant"), default="analyze",
                         help="analyze: as `hexfuse analyze` prices today (default); quant: boundary Q/DQ tensors in "
@@ -50,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.write and not args.fit:
         parser.error("--write needs --fit")
-    if args.write and args.pricing != "analyze":
-        parser.error("--write fits what `hexfuse analyze` prices: --pricing analyze only")
 
     rows = [r for r in read_table(args.table)
             if (not args.chipset or r.chipset in args.chipset) and (not args.precision or r.precision in args.precision)
@@ -61,12 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([args.export_python, str(ZOO), "--out", str(args.cache), *models], check=False)
     start = time.time()
     kept, cases = bench.load_cases(rows, args.cache, log=lambda m: print(m, file=sys.stderr), pricing=args.pricing)
+    analyze_cases = bench.load_cases(kept, args.cache, pricing="analyze")[1] if args.pricing != "analyze" else []
     print(f"{len(kept)} of {len(rows)} rows have an exported model ({time.time() - start:.0f} s to analyse)",
           file=sys.stderr)
     chips = []
     for chipset in sorted({r.chipset for r in kept}):
-        pairs = [(r, c) for r, c in zip(kept, cases) if r.chipset == chipset]
-        chip = bench.Chipset(chipset, load_target(chipset), [r for r, _ in pairs], [c for _, c in pairs])
+        picked = [i for i, r in enumerate(kept) if r.chipset == chipset]
+        chip = bench.Chipset(chipset, load_target(chipset), [kept[i] for i in picked], [cases[i] for i in picked],
+                             [analyze_cases[i] for i in picked] if analyze_cases else [])
         t0 = time.time()
         bench.run_chipset(chip, args.fit, iterations=args.iterations)
         print(f"\n## {chipset} ({chip.rows[0].device}) {time.time() - t0:.0f} s\n", file=sys.stderr)

@@ -444,7 +444,7 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
 
 LATENCY_RIDGE = 0.02
 LATENCY_FOLDS = 5
-LATENCY_ITERATIONS = 15
+LATENCY_ITERATIONS = 10
 LATENCY_RESIDENT_MB = (1.0, 2.0, 4.0)  # resident_mb is a threshold: tried on this grid, not by the gradient
 LATENCY_MAX_STEP = 20.0  # a fitted value stays within base / LATENCY_MAX_STEP .. base x LATENCY_MAX_STEP
 LATENCY_SCALARS = ("dispatch_ns", "hvx_launch_ns", "hmx_int8_macs_per_cycle", "hmx_fp16_macs_per_cycle", "dma_gbps",
@@ -724,15 +724,19 @@ def model_folds(models: list[str], k: int = LATENCY_FOLDS) -> list[set[str]]:
 
 
 def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FOLDS,
-                       iterations: int = LATENCY_ITERATIONS) -> dict[int, float]:
-    """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models)."""
-    models = latency_models(base, [r.case for r in rows])
+                       iterations: int = LATENCY_ITERATIONS, models: dict[float, LatencyModel] | None = None,
+                       also: list[ModelCase] | None = None) -> dict[int, float]:
+    """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models); with
+    ``also`` (one case per row, e.g. the other pricing), index len(rows) + i -> its prediction by that fit."""
+    models = models or latency_models(base, [r.case for r in rows])
     out: dict[int, float] = {}
     for fold in model_folds([r.case.model for r in rows], k):
         result = fit_latencies([r for r in rows if r.case.model not in fold], base, iterations, models)
         for i, row in enumerate(rows):
             if row.case.model in fold:
                 out[i] = result.predict_ns(row.case)
+                if also is not None:
+                    out[len(rows) + i] = result.predict_ns(also[i])
     return out
 
 

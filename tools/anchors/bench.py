@@ -35,8 +35,10 @@ class Chipset:
     base: Target
     rows: list[Published]
     cases: list[fitting.ModelCase]
+    analyze_cases: list[fitting.ModelCase] = field(default_factory=list)  # when cases use pricing "quant"
     before_ns: list[float] = field(default_factory=list)
     held_out_ns: list[float] = field(default_factory=list)
+    held_out_analyze_ns: list[float] = field(default_factory=list)  # the same fits, priced as analyze does
     fitted_ns: list[float] = field(default_factory=list)
     result: fitting.LatencyFit | None = None
 
@@ -64,20 +66,23 @@ def load_cases(rows: Iterable[Published], cache: Path, log=print,
 
 def run_chipset(chip: Chipset, do_fit: bool, folds: int = fitting.LATENCY_FOLDS,
                 iterations: int = fitting.LATENCY_ITERATIONS) -> Chipset:
-    chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.cases]
+    chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.analyze_cases or chip.cases]
     if not do_fit:
         return chip
     rows = chip.fit_rows
-    held = fitting.held_out_latencies(rows, chip.base, folds, iterations)
+    models = fitting.latency_models(chip.base, chip.cases)
+    held = fitting.held_out_latencies(rows, chip.base, folds, iterations, models, chip.analyze_cases or None)
     chip.held_out_ns = [held[i] for i in range(len(rows))]
-    chip.result = fitting.fit_latencies(rows, chip.base, iterations)
-    chip.fitted_ns = [fitting.model_latency(c, chip.result.target).serial_ns for c in chip.cases]
+    if chip.analyze_cases:
+        chip.held_out_analyze_ns = [held[len(rows) + i] for i in range(len(rows))]
+    chip.result = fitting.fit_latencies(rows, chip.base, iterations, models)
+    chip.fitted_ns = [chip.result.predict_ns(c) for c in chip.cases]
     return chip
 
 
 def _stats(chip: Chipset, predicted: list[float], precision: str | None) -> str:
     pairs = [(p, r.milliseconds) for p, r in zip(predicted, chip.rows) if precision in (None, r.precision)]
-    if not pairs:
+    if not pairs or not predicted:
         return "-"
     median, worst = fitting.error_summary(fitting.latency_errors([p for p, _ in pairs], [m for _, m in pairs]))
     return f"{median:.0%} / {worst:.0%}"
@@ -85,15 +90,20 @@ def _stats(chip: Chipset, predicted: list[float], precision: str | None) -> str:
 
 def error_table(chips: list[Chipset]) -> str:
     """Markdown: median / worst abs relative error per chipset and precision, before and after."""
-    lines = ["| chipset | precision | rows | before (bundled estimates) | held out (k-fold fit) | in-sample (full fit) |",
-             "|---|---|---|---|---|---|"]
+    both = any(c.held_out_analyze_ns for c in chips)
+    head = "| chipset | precision | rows | before (bundled estimates, as analyze prices) | held out (k-fold fit) |"
+    head += " held out, priced as analyze |" if both else ""
+    lines = [head + " in-sample (full fit) |", "|---|---|---|---|---|" + ("---|" if both else "") + "---|"]
     for chip in chips:
         for precision in ("float", "w8a8", None):
             n = sum(1 for r in chip.rows if precision in (None, r.precision))
             if not n:
                 continue
-            lines.append(f"| {chip.name} | {precision or 'all'} | {n} | {_stats(chip, chip.before_ns, precision)} | "
-                         f"{_stats(chip, chip.held_out_ns, precision)} | {_stats(chip, chip.fitted_ns, precision)} |")
+            cells = [chip.name, precision or "all", str(n), _stats(chip, chip.before_ns, precision),
+                     _stats(chip, chip.held_out_ns, precision)]
+            cells += [_stats(chip, chip.held_out_analyze_ns, precision)] if both else []
+            cells += [_stats(chip, chip.fitted_ns, precision)]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -136,8 +146,11 @@ def fit_source(chip: Chipset, table: str) -> str:
     models = len({r.model for r in chip.rows})
     precisions = "+".join(sorted({r.precision for r in chip.rows}))
     median, _ = fitting.error_summary(fitting.latency_errors(chip.held_out_ns, [r.milliseconds for r in chip.rows]))
+    pricing = chip.cases[0].pricing if chip.cases else "analyze"
+    how = "" if pricing == "analyze" else (" with QDQ boundary tensors priced quantized (pricing 'quant': the "
+                                           "opcost.Storage hook proposed in docs/anchors.md)")
     return (f"fit: {table} ({len(chip.rows)} rows, {models} models, {precisions}, {chip.rows[0].device}), "
-            f"least squares on log(predicted/published) of the whole-model serial latency "
+            f"least squares on log(predicted/published) of the whole-model serial latency{how} "
             f"(tools/bench_anchors.py --fit); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")
 
 

@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pricing", choices=("analyze", "quant"), default="analyze",
                         help="analyze: as `hexfuse analyze` prices today (default); quant: boundary Q/DQ tensors in "
                         "their quantized type (what-if for the proposed opcost hook, docs/anchors.md)")
+    parser.add_argument("--cap", action="append", default=[], metavar="NAME=VALUE",
+                        help="upper bound on a fitted constant from outside the rows, e.g. "
+                        "hmx_int8_macs_per_cycle=23836 for sm8550 (v73 no faster than v75's fit)")
     parser.add_argument("--markdown", type=Path, help="also write the tables as Markdown here")
     parser.add_argument("--export-python", help="a Python with torch + torchvision: export missing models with it")
     args = parser.parse_args(argv)
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         chip = bench.Chipset(chipset, load_target(chipset), [kept[i] for i in picked], [cases[i] for i in picked],
                              [analyze_cases[i] for i in picked] if analyze_cases else [])
         t0 = time.time()
-        bench.run_chipset(chip, args.fit, iterations=args.iterations)
+        caps = {name: float(value) for name, value in (c.split("=", 1) for c in args.cap)}
+        bench.run_chipset(chip, args.fit, iterations=args.iterations, caps=caps)
         print(f"\n## {chipset} ({chip.rows[0].device}) {time.time() - t0:.0f} s\n", file=sys.stderr)
         print(bench.row_table(chip))
         chips.append(chip)

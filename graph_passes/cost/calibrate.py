@@ -431,7 +431,7 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
 # by Levenberg-Marquardt on log θ, forward-difference Jacobians. alone(task) depends only on the
 # parameters of the classes and engines the task uses, so it is cached per (task structure, those
 # parameters) and a Jacobian column re-simulates only the tasks its parameter touches. The ridge keeps
-# a parameter no row constrains (softmax outside ViT) at its estimate.
+# a parameter no row constrains at its estimate; a class run by fewer than LATENCY_MIN_MODELS models keeps its factor
 #
 # Two pricings of a QDQ model (ModelCase.pricing):
 #   "analyze"  what ``hexfuse analyze`` prices today: a task's spec peels the DQ/Q at its boundary, so a
@@ -445,6 +445,7 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
 LATENCY_RIDGE = 0.02
 LATENCY_FOLDS = 5
 LATENCY_ITERATIONS = 10
+LATENCY_MIN_MODELS = 3  # a class factor is fitted only when this many models run the class
 LATENCY_RESIDENT_MB = (1.0, 2.0, 4.0)  # resident_mb is a threshold: tried on this grid, not by the gradient
 LATENCY_MAX_STEP = 20.0  # a fitted value stays within base / LATENCY_MAX_STEP .. base x LATENCY_MAX_STEP
 LATENCY_SCALARS = ("dispatch_ns", "hvx_launch_ns", "hmx_int8_macs_per_cycle", "hmx_fp16_macs_per_cycle", "dma_gbps",
@@ -575,17 +576,20 @@ class LatencyModel:
 
     base: Target
     names: list[str]  # "dispatch_ns", ..., "factors.pool"
+    caps: dict[str, float] = field(default_factory=dict)  # upper bounds from outside the rows (e.g. v73 <= v75)
     _facts: dict[int, list[_TaskFacts]] = field(default_factory=dict)
     _alone: dict[tuple, float | None] = field(default_factory=dict)
 
     @classmethod
     def for_cases(cls, base: Target, cases: list[ModelCase]) -> LatencyModel:
         model = cls(base, list(LATENCY_SCALARS))
-        classes = set()
+        models_of: dict[str, set[str]] = {}  # op class -> models that run it
         for case in cases:
             for _, op in case.tasks.values():
-                classes.update(c.op_class for cost in case.costs(op, base) for c in cost.original.ops)
-        model.names += [f"factors.{c}" for c in LATENCY_CLASSES if c in classes]
+                for c in (c for cost in case.costs(op, base) for c in cost.original.ops):
+                    models_of.setdefault(c.op_class, set()).add(case.model)
+        # a class in fewer models would be a per-model correction (softmax: ViT alone), not a rate
+        model.names += [f"factors.{c}" for c in LATENCY_CLASSES if len(models_of.get(c, ())) >= LATENCY_MIN_MODELS]
         return model
 
     def start(self) -> np.ndarray:
@@ -671,12 +675,14 @@ def _latency_residuals(model: LatencyModel, rows: list[LatencyRow], logs: np.nda
     return np.concatenate([errors, math.sqrt(LATENCY_RIDGE) * (logs - start)])
 
 
-def latency_models(base: Target, cases: list[ModelCase], overheads: bool = True) -> dict[float, LatencyModel]:
+def latency_models(base: Target, cases: list[ModelCase], overheads: bool = True,
+                   caps: dict[str, float] | None = None) -> dict[float, LatencyModel]:
     """One LatencyModel per resident_mb of the grid (a threshold: the prediction is piecewise constant in it)."""
     out = {}
     for resident in sorted({base.resident_mb, *LATENCY_RESIDENT_MB}):
         if resident <= base.vtcm_mb:
             model = LatencyModel.for_cases(replace(base, resident_mb=resident), cases)
+            model.caps = dict(caps or {})
             if not overheads:
                 model.names = [n for n in model.names if n not in ("dispatch_ns", "hvx_launch_ns")]
             out[resident] = model
@@ -687,6 +693,10 @@ def _fit_one(rows: list[LatencyRow], model: LatencyModel, iterations: int) -> La
     start = model.start()
     low, high = start - math.log(LATENCY_MAX_STEP), start + math.log(LATENCY_MAX_STEP)
     high[model.names.index("ddr_npu_fraction")] = 0.0
+    for name, cap in model.caps.items():
+        i = model.names.index(name)
+        high[i] = min(high[i], math.log(cap))
+        start[i] = min(start[i], high[i])
     logs = start.copy()
     r = _latency_residuals(model, rows, logs, start)
     damping, step = 1e-2, 0.03

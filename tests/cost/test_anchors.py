@@ -84,7 +84,7 @@ def branchy(path: Path, size: int) -> Path:
 
 
 TRUTH = {"dispatch_ns": 0.4, "hvx_launch_ns": 0.5, "hmx_fp16_macs_per_cycle": 1.6}  # x the base's value
-TRUE_FACTORS = {"elementwise": 0.3, "transcendental": 0.5, "depthwise": 0.6}
+TRUE_FACTORS = {"elementwise": 0.3}  # a class both architectures run (a factor needs LATENCY_MIN_MODELS models)
 
 
 def _truth(base):
@@ -216,7 +216,7 @@ def test_written_target_keeps_schema_and_folds(small_rows, tmp_path):
     assert set(after) - set(before) <= {"factors"}
     loaded = load_target(path)
     assert loaded.sources["dispatch_ns"].startswith("fit: table.csv (4 rows, 4 models")
-    assert loaded.dispatch_ns == pytest.approx(chip.result.target.dispatch_ns, rel=1e-3)
+    assert loaded.dispatch_ns == pytest.approx(chip.result.target.dispatch_ns, abs=0.5)  # written as an integer
 
 
 def test_calibrate_cli_fits_a_published_table(small_rows, tmp_path, capsys):

@@ -65,12 +65,12 @@ def load_cases(rows: Iterable[Published], cache: Path, log=print,
 
 
 def run_chipset(chip: Chipset, do_fit: bool, folds: int = fitting.LATENCY_FOLDS,
-                iterations: int = fitting.LATENCY_ITERATIONS) -> Chipset:
+                iterations: int = fitting.LATENCY_ITERATIONS, caps: dict[str, float] | None = None) -> Chipset:
     chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.analyze_cases or chip.cases]
     if not do_fit:
         return chip
     rows = chip.fit_rows
-    models = fitting.latency_models(chip.base, chip.cases)
+    models = fitting.latency_models(chip.base, chip.cases, caps=caps)
     held = fitting.held_out_latencies(rows, chip.base, folds, iterations, models, chip.analyze_cases or None)
     chip.held_out_ns = [held[i] for i in range(len(rows))]
     if chip.analyze_cases:
@@ -147,11 +147,13 @@ def fit_source(chip: Chipset, table: str) -> str:
     precisions = "+".join(sorted({r.precision for r in chip.rows}))
     median, _ = fitting.error_summary(fitting.latency_errors(chip.held_out_ns, [r.milliseconds for r in chip.rows]))
     pricing = chip.cases[0].pricing if chip.cases else "analyze"
+    caps = next(iter(chip.result.model.caps.items()), None) if chip.result.model.caps else None
+    capped = "" if caps is None else f"; {caps[0]} capped at {caps[1]:g} (the next generation's fitted value)"
     how = "" if pricing == "analyze" else (" with QDQ boundary tensors priced quantized (pricing 'quant': the "
                                            "opcost.Storage hook proposed in docs/anchors.md)")
     return (f"fit: {table} ({len(chip.rows)} rows, {models} models, {precisions}, {chip.rows[0].device}), "
             f"least squares on log(predicted/published) of the whole-model serial latency{how} "
-            f"(tools/bench_anchors.py --fit); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")
+            f"(tools/bench_anchors.py --fit{capped}); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")
 
 
 def write_target(chip: Chipset, path: Path, table: str) -> None:

@@ -12,6 +12,16 @@ Node rows name the ONNX node (QNN may append ``_token_<n>``); rows of nodes QNN 
 mapped to nodes and engines by ``profile_rows`` (shared with ``hexfuse ab``). Per node the median over
 runs is used; cycles become ns with the target's clock.
 
+A Qualcomm AI Hub profiling job (``qai-hub``: ``ProfileJob.download_profile()``) gives JSON instead:
+
+    {"execution_summary": {"estimated_inference_time": <us>, ...},
+     "execution_detail": [{"name", "type", "compute_unit": "NPU", "execution_time": <us>, "execution_cycles"}, ...]}
+
+Per-layer times there do not add up to the latency and folded ops show 0, so ``parse_hub_profile`` uses
+them as relative weights scaled to the whole (``estimated_inference_time``); layers at 0 or off the NPU
+are skipped. Layer names are QNN's (ONNX names with ``/`` and ``.`` turned into ``_``); they match model
+nodes as profile_rows does, or after that same sanitising of both sides.
+
 A profile from the x86 HTP simulator (the onnxruntime-qnn wheel on a PC) says nothing about a device:
 ``simulator_evidence`` recognises one (implied clock far below any Hexagon's, no HVX thread used) and
 ``hexfuse calibrate`` refuses it unless told ``--allow-simulator``.
@@ -35,6 +45,8 @@ So the per-op constants that price entry merging are fitted from the same rows a
 from __future__ import annotations
 
 import csv
+import json
+import re
 from collections import Counter
 import io
 import math
@@ -45,10 +57,11 @@ from pathlib import Path
 import numpy as np
 
 from hexfuse.graph_passes.cost import profile_rows
-from hexfuse.graph_passes.cost.baselines import alone_plan
-from hexfuse.graph_passes.cost.opcost import OpCost, Storage, combine, node_cost
+from hexfuse.graph_passes.cost.baselines import alone_plan, overhead_ns
+from hexfuse.graph_passes.cost.opcost import OpCost, Storage, TaskCost, combine, node_cost, task_cost
 from hexfuse.graph_passes.engine_map import EngineMap
-from hexfuse.graph_passes.cost.simulate import simulate
+from hexfuse.graph_passes.engines import Engine
+from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec
@@ -140,6 +153,70 @@ def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
     if not samples:
         raise HexfuseError(f"profile {path}: no per-node cycle rows (was profiling_level=detailed?)")
     return {name: statistics.median(values) for name, values in samples.items()}, max(runs, 1)
+
+
+def is_hub_profile(path: str | Path) -> bool:
+    """A JSON profile of a Qualcomm AI Hub job (else: a QNN profiling CSV)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(64).lstrip().startswith("{")
+    except OSError as exc:
+        raise HexfuseError(f"profile {path}: cannot read: {exc.strerror}") from None
+
+
+def parse_hub_profile(path: str | Path, clock_ghz: float) -> tuple[dict[str, float], int]:
+    """(layer name -> cycles at ``clock_ghz``, 1) from an AI Hub profile JSON: each NPU layer's
+    ``execution_time`` (else ``execution_cycles``) as a share of ``estimated_inference_time``."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise HexfuseError(f"profile {path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise HexfuseError(f"profile {path}: not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    summary, detail = (raw.get("execution_summary"), raw.get("execution_detail")) if isinstance(raw, dict) else (None, None)
+    if not isinstance(summary, dict) or not isinstance(detail, list):
+        raise HexfuseError(f"profile {path}: not an AI Hub profile (no execution_summary / execution_detail)")
+    total_us = summary.get("estimated_inference_time")
+    if isinstance(total_us, bool) or not isinstance(total_us, (int, float)) or not total_us > 0:
+        raise HexfuseError(f"profile {path}: execution_summary.estimated_inference_time must be a positive number "
+                           f"of microseconds, got {total_us!r}")
+    weights: dict[str, float] = {}
+    for row in detail:
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise HexfuseError(f"profile {path}: an execution_detail row has no name")
+        if row.get("compute_unit", "NPU") != "NPU":
+            continue
+        value = row.get("execution_time", row.get("execution_cycles", 0))
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            weights[row["name"]] = weights.get(row["name"], 0.0) + float(value)
+    if not weights:
+        raise HexfuseError(f"profile {path}: no NPU layer with a positive execution_time")
+    scale = total_us * 1e3 * clock_ghz / sum(weights.values())  # share of the latency, as cycles
+    return {name: weight * scale for name, weight in weights.items()}, 1
+
+
+def read_profile(path: str | Path, clock_ghz: float) -> tuple[dict[str, float], int]:
+    """Per-node cycles from a QNN profiling CSV or an AI Hub profile JSON."""
+    return parse_hub_profile(path, clock_ghz) if is_hub_profile(path) else parse_profile(path)
+
+
+_UNSAFE = re.compile(r"[^0-9A-Za-z]+")
+_TOKEN = re.compile(r"_token_\d+$")
+
+
+def _sanitised(name: str) -> str:
+    return _UNSAFE.sub("_", name).strip("_")
+
+
+def _matcher(nodes: dict[str, NodeSpec]):
+    """profile_rows.match_node, then the same name with QNN's sanitising on both sides."""
+    index = {_sanitised(name): node for name, node in nodes.items()}
+
+    def match(name: str) -> NodeSpec | None:
+        node = profile_rows.match_node(name, nodes)
+        return node if node is not None else index.get(_sanitised(_TOKEN.sub("", name)))
+
+    return match
 
 
 def model_nodes(path: str | Path) -> ModelNodes:
@@ -262,13 +339,14 @@ def _solve(costs: list[OpCost], measured: list[float], target: Target, old: floa
 def fit_profile(profile: str | Path, model: str | Path, base: Target, engines: EngineMap | None = None,
                 overheads: bool = True) -> Fit:
     """Class factors, and with ``overheads`` dispatch_ns and hvx_launch_ns, fitted to ``profile``."""
-    cycles, _ = parse_profile(profile)
+    cycles, _ = read_profile(profile, base.clock_ghz)
     nodes = model_nodes(model)
     units = _unit_costs(nodes, base, engines)
     by_class: dict[str, tuple[list[OpCost], list[float]]] = {}
     skipped = []
+    match = _matcher(nodes.nodes)
     for name, value in cycles.items():
-        node = profile_rows.match_node(name, nodes.nodes)
+        node = match(name)
         cost = units.get(node.name) if node is not None else None
         if cost is None or value <= 0:
             skipped.append(name)
@@ -333,3 +411,427 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
                              f"{label}:OpId_{op_id} (cycles)"])
         writer.writerow([0, "NODE", 2000, "CYCLES", "BACKEND", "SUB-EVENT", "Output OpId_3 (cycles)"])
     return out.getvalue()
+
+
+# -- whole-model latencies: published tables (hexfuse calibrate --published, tools/bench_anchors.py) ----------
+#
+#   predicted(model, target) = Σ tasks [ alone(task)                      engine time, simulate.py
+#                                      + dispatch_ns x QNN ops of task    one per compute node
+#                                      + hvx_launch_ns x its HVX ops ]     launch/wait on an HVX thread
+#
+# is baseline 1 of every task: the ``serial_us`` of ``hexfuse analyze --json`` (summary.py), the original
+# model as QNN runs it. Units the cost model cannot price add nothing and are counted. The fit, per target:
+#
+#   minimise  Σ_rows (log predicted / published)^2  +  LATENCY_RIDGE x Σ_params (log θ / θ_base)^2
+#
+#   θ = dispatch_ns, hvx_launch_ns (per-op overheads), hmx_int8/fp16_macs_per_cycle (w8a8 rows run int8,
+#       float rows fp16), dma_gbps and ddr_npu_fraction (weights stream from DDR every run), and the
+#       factor of every op class present but conv (conv is the HMX rates)
+#
+# by Levenberg-Marquardt on log θ, forward-difference Jacobians. alone(task) depends only on the
+# parameters of the classes and engines the task uses, so it is cached per (task structure, those
+# parameters) and a Jacobian column re-simulates only the tasks its parameter touches. The ridge keeps
+# a parameter no row constrains at its estimate; a class run by fewer than LATENCY_MIN_MODELS models keeps its factor
+#
+# Two pricings of a QDQ model (ModelCase.pricing):
+#   "analyze"  what ``hexfuse analyze`` prices today: a task's spec peels the DQ/Q at its boundary, so a
+#              conv's weights and boundary activations look float in a w8a8 model (2 bytes, HMX at fp16 rate)
+#   "quant"    the same, except that a tensor a boundary DQ produces (or a boundary Q reads) is stored in
+#              its quantized type and a DQ of an initializer is static: what QNN runs. A what-if for the
+#              Storage hook proposed in docs/anchors.md; float models price the same either way.
+# Held out: models go round robin into LATENCY_FOLDS folds; each fold is predicted by a fit on the others
+# (both precisions of a model are held out together: they share the architecture).
+
+LATENCY_RIDGE = 0.02
+LATENCY_FOLDS = 5
+LATENCY_ITERATIONS = 10
+LATENCY_MIN_MODELS = 3  # a class factor is fitted only when this many models run the class
+LATENCY_RESIDENT_MB = (1.0, 2.0, 4.0)  # resident_mb is a threshold: tried on this grid, not by the gradient
+LATENCY_MAX_STEP = 20.0  # a fitted value stays within base / LATENCY_MAX_STEP .. base x LATENCY_MAX_STEP
+LATENCY_SCALARS = ("dispatch_ns", "hvx_launch_ns", "hmx_int8_macs_per_cycle", "hmx_fp16_macs_per_cycle", "dma_gbps",
+                   "ddr_npu_fraction")
+LATENCY_CLASSES = ("depthwise", "elementwise", "transcendental", "norm", "softmax", "pool", "reduce", "datamove", "matmul")
+
+
+class QuantStorage(Storage):
+    """Storage that also knows the quantized side of the Q/DQ peeled off a task's boundary."""
+
+    def __init__(self, op: FusedOp, boundary: dict[str, tuple[int, bool]]):
+        super().__init__(op)
+        self.boundary = boundary  # float tensor -> (itemsize of its quantized side, static)
+
+    def itemsize(self, name: str) -> int:
+        if name not in self.alias and name in self.boundary:
+            return self.boundary[name][0]
+        return super().itemsize(name)
+
+    def static(self, name: str) -> bool:
+        return super().static(name) or (name not in self.alias and self.boundary.get(name, (0, False))[1])
+
+
+def _boundary_quant(model) -> dict[str, tuple[int, bool]]:
+    """Every DQ output and Q input of the model -> (itemsize of the quantized tensor, from an initializer)."""
+    import onnx
+
+    dtypes = {t.name: t.data_type for t in model.graph.initializer}
+    dtypes.update({v.name: v.type.tensor_type.elem_type for v in (*model.graph.value_info, *model.graph.input,
+                                                                  *model.graph.output)})
+    out = {}
+    for node in model.graph.node:
+        if node.op_type not in ("DequantizeLinear", "QuantizeLinear") or node.domain not in ("", "ai.onnx"):
+            continue
+        quantized, float_side = (node.input[0], node.output[0]) if node.op_type == "DequantizeLinear" \
+            else (node.output[0], node.input[0])
+        elem = dtypes.get(quantized)
+        if elem:
+            size = onnx.helper.tensor_dtype_to_np_dtype(elem).itemsize
+            out[float_side] = (size, node.op_type == "DequantizeLinear" and quantized in {t.name for t in model.graph.initializer})
+    return out
+
+
+LATENCY_PRICINGS = ("analyze", "quant")
+
+
+@dataclass
+class ModelCase:
+    """One exported model: its tasks by structure, ready to price on any target."""
+
+    model: str
+    precision: str
+    path: str
+    tasks: dict[tuple, tuple[int, FusedOp]]  # structure key -> (tasks of that structure, spec of one)
+    unpriced_units: int = 0
+    pricing: str = "analyze"
+    boundary: dict[str, tuple[int, bool]] = field(default_factory=dict)  # for pricing "quant"
+
+    def costs(self, op: FusedOp, target: Target) -> list[TaskCost]:
+        storage = QuantStorage(op, self.boundary) if self.pricing == "quant" else Storage(op)
+        return [task_cost(task, op, target, storage) for task in op.tasks]
+
+    @classmethod
+    def load(cls, model: str, precision: str, path: str | Path, pricing: str = "analyze") -> ModelCase:
+        from hexfuse.graph_passes.analysis import Analysis
+        from hexfuse.graph_passes.load import load_model
+        from hexfuse.graph_passes.spec_builder import fused_op_spec
+
+        loaded = load_model(path).inferred
+        analysis = Analysis.of(loaded)
+        tasks: dict[tuple, tuple[int, FusedOp]] = {}
+        counts: Counter = Counter()
+        for task in analysis.tasks:
+            if task.engine is Engine.FREE:
+                continue
+            key = analysis.structures.task(task)
+            counts[key] += 1
+            if key not in tasks:
+                tasks[key] = (0, fused_op_spec(analysis, (task,)))
+        blocked = sum(1 for b in analysis.units.blocker if b is not None and "computes a constant" not in b)
+        boundary = _boundary_quant(loaded) if pricing == "quant" else {}
+        return cls(model, precision, str(path), {k: (counts[k], op) for k, (_, op) in tasks.items()}, blocked,
+                   pricing, boundary)
+
+
+@dataclass(frozen=True)
+class ModelLatency:
+    serial_ns: float
+    unpriced_units: int  # units in no task plus units of tasks without a feasible tile
+
+
+def model_latency(case: ModelCase, target: Target) -> ModelLatency:
+    """The whole model's serial latency on ``target`` (summary.summarize's serial_ns, without groups)."""
+    total, unpriced = 0.0, case.unpriced_units
+    for count, op in case.tasks.values():
+        costs = case.costs(op, target)
+        try:
+            alone = sum(simulate([alone_plan(c, target)]).makespan for c in costs)
+        except Infeasible:
+            unpriced += count * sum(len(t.nodes) for t in op.tasks)
+            continue
+        total += count * (alone + overhead_ns(costs, target))
+    return ModelLatency(total, unpriced)
+
+
+# -- the fit ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    case: ModelCase
+    milliseconds: float  # published
+
+
+@dataclass
+class _TaskFacts:
+    case: ModelCase
+    count: int
+    op: FusedOp
+    params: tuple[int, ...]  # indexes of the parameters alone() depends on
+    dispatches: int
+    launches: int
+
+
+@dataclass
+class LatencyModel:
+    """The parameter vector <-> Target mapping and a cache of alone() per task and relevant parameters."""
+
+    base: Target
+    names: list[str]  # "dispatch_ns", ..., "factors.pool"
+    caps: dict[str, float] = field(default_factory=dict)  # upper bounds from outside the rows (e.g. v73 <= v75)
+    _facts: dict[int, list[_TaskFacts]] = field(default_factory=dict)
+    _alone: dict[tuple, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def for_cases(cls, base: Target, cases: list[ModelCase]) -> LatencyModel:
+        model = cls(base, list(LATENCY_SCALARS))
+        models_of: dict[str, set[str]] = {}  # op class -> models that run it
+        for case in cases:
+            for _, op in case.tasks.values():
+                for c in (c for cost in case.costs(op, base) for c in cost.original.ops):
+                    models_of.setdefault(c.op_class, set()).add(case.model)
+        # a class in fewer models would be a per-model correction (softmax: ViT alone), not a rate
+        model.names += [f"factors.{c}" for c in LATENCY_CLASSES if len(models_of.get(c, ())) >= LATENCY_MIN_MODELS]
+        return model
+
+    def start(self) -> np.ndarray:
+        return np.log([self.value(self.base, name) for name in self.names])
+
+    @staticmethod
+    def value(target: Target, name: str) -> float:
+        return target.factor(name.split(".", 1)[1]) if name.startswith("factors.") else float(getattr(target, name))
+
+    def target(self, logs: np.ndarray) -> Target:
+        values = dict(zip(self.names, np.exp(logs)))
+        factors = dict(self.base.factors)
+        scalars = {}
+        for name, value in values.items():
+            if name.startswith("factors."):
+                factors[name.split(".", 1)[1]] = float(value)
+            else:
+                scalars[name] = float(value)
+        scalars["ddr_npu_fraction"] = min(1.0, scalars["ddr_npu_fraction"])
+        scalars["hmx_fp16_macs_per_cycle"] = min(scalars["hmx_fp16_macs_per_cycle"], scalars["hmx_int8_macs_per_cycle"])
+        return replace(self.base, factors=factors, **scalars)
+
+    def _task_facts(self, case: ModelCase) -> list[_TaskFacts]:
+        known = self._facts.get(id(case))
+        if known is not None:
+            return known
+        index = {name: i for i, name in enumerate(self.names)}
+        out = []
+        for count, op in case.tasks.values():
+            costs = case.costs(op, self.base)
+            ops = [c for cost in costs for c in cost.original.ops]
+            params = {index[f"factors.{c.op_class}"] for c in ops if f"factors.{c.op_class}" in index}
+            if any(c.engine == "hmx" for c in ops):
+                params |= {index["hmx_int8_macs_per_cycle"], index["hmx_fp16_macs_per_cycle"]}
+            if any(c.ddr_in or c.ddr_out for c in costs):
+                params |= {index["dma_gbps"], index["ddr_npu_fraction"]}
+            out.append(_TaskFacts(case, count, op, tuple(sorted(params)),
+                                  sum(c.original.dispatches for c in costs), sum(c.original.hvx_ops for c in costs)))
+        self._facts[id(case)] = out
+        return out
+
+    def _alone_ns(self, facts: _TaskFacts, logs: np.ndarray, target: Target) -> float | None:
+        key = (id(facts.op), tuple(round(float(logs[i]), 9) for i in facts.params))
+        if key not in self._alone:
+            costs: list[TaskCost] = facts.case.costs(facts.op, target)
+            try:
+                self._alone[key] = sum(simulate([alone_plan(c, target)]).makespan for c in costs)
+            except Infeasible:
+                self._alone[key] = None
+        return self._alone[key]
+
+    def predict_ns(self, case: ModelCase, logs: np.ndarray) -> float:
+        target = self.target(logs)
+        total = 0.0
+        for facts in self._task_facts(case):
+            alone = self._alone_ns(facts, logs, target)
+            if alone is not None:
+                total += facts.count * (alone + target.dispatch_ns * facts.dispatches
+                                        + target.hvx_launch_ns * facts.launches)
+        return total
+
+
+@dataclass(frozen=True)
+class LatencyFit:
+    target: Target
+    logs: np.ndarray
+    names: list[str]
+    rows: int
+    cost: float  # final objective
+    model: LatencyModel = field(compare=False, repr=False)
+
+    def values(self) -> dict[str, float]:
+        """Every fitted constant by name, resident_mb (the grid's choice) included."""
+        return {**{name: LatencyModel.value(self.target, name) for name in self.names},
+                "resident_mb": self.target.resident_mb}
+
+    def predict_ns(self, case: ModelCase) -> float:
+        return self.model.predict_ns(case, self.logs)
+
+
+def _latency_residuals(model: LatencyModel, rows: list[LatencyRow], logs: np.ndarray, start: np.ndarray) -> np.ndarray:
+    errors = [math.log(max(model.predict_ns(r.case, logs), 1.0) / (r.milliseconds * 1e6)) for r in rows]
+    return np.concatenate([errors, math.sqrt(LATENCY_RIDGE) * (logs - start)])
+
+
+def latency_models(base: Target, cases: list[ModelCase], overheads: bool = True,
+                   caps: dict[str, float] | None = None) -> dict[float, LatencyModel]:
+    """One LatencyModel per resident_mb of the grid (a threshold: the prediction is piecewise constant in it)."""
+    out = {}
+    for resident in sorted({base.resident_mb, *LATENCY_RESIDENT_MB}):
+        if resident <= base.vtcm_mb:
+            model = LatencyModel.for_cases(replace(base, resident_mb=resident), cases)
+            model.caps = dict(caps or {})
+            if not overheads:
+                model.names = [n for n in model.names if n not in ("dispatch_ns", "hvx_launch_ns")]
+            out[resident] = model
+    return out
+
+
+def _fit_one(rows: list[LatencyRow], model: LatencyModel, iterations: int) -> LatencyFit:
+    start = model.start()
+    low, high = start - math.log(LATENCY_MAX_STEP), start + math.log(LATENCY_MAX_STEP)
+    high[model.names.index("ddr_npu_fraction")] = 0.0
+    for name, cap in model.caps.items():
+        i = model.names.index(name)
+        high[i] = min(high[i], math.log(cap))
+        start[i] = min(start[i], high[i])
+    logs = start.copy()
+    r = _latency_residuals(model, rows, logs, start)
+    damping, step = 1e-2, 0.03
+    for _ in range(iterations):
+        jac = np.empty((len(r), len(logs)))
+        for j in range(len(logs)):
+            moved = logs.copy()
+            moved[j] += step if moved[j] + step <= high[j] else -step
+            jac[:, j] = (_latency_residuals(model, rows, moved, start) - r) / (moved[j] - logs[j])
+        improved = False
+        for _ in range(8):
+            lhs = jac.T @ jac + damping * np.diag(np.diag(jac.T @ jac) + 1e-9)
+            trial = np.clip(logs - np.linalg.solve(lhs, jac.T @ r), low, high)
+            r_trial = _latency_residuals(model, rows, trial, start)
+            if r_trial @ r_trial < r @ r - 1e-12:
+                improved = (r @ r - r_trial @ r_trial) > 1e-4 * (r @ r)
+                logs, r, damping = trial, r_trial, max(damping / 3, 1e-6)
+                break
+            damping *= 4
+        if not improved:
+            break
+    return LatencyFit(model.target(logs), logs, list(model.names), len(rows), float(r @ r), model)
+
+
+def fit_latencies(rows: list[LatencyRow], base: Target, iterations: int = LATENCY_ITERATIONS,
+                  models: dict[float, LatencyModel] | None = None) -> LatencyFit:
+    """Levenberg-Marquardt on log θ at every resident_mb of the grid; the lowest objective wins."""
+    models = models or latency_models(base, [r.case for r in rows])
+    return min((_fit_one(rows, model, iterations) for model in models.values()), key=lambda fit: fit.cost)
+
+
+def model_folds(models: list[str], k: int = LATENCY_FOLDS) -> list[set[str]]:
+    ordered = sorted(set(models))
+    return [set(ordered[i::k]) for i in range(min(k, len(ordered)))]
+
+
+def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FOLDS,
+                       iterations: int = LATENCY_ITERATIONS, models: dict[float, LatencyModel] | None = None,
+                       also: list[ModelCase] | None = None) -> dict[int, float]:
+    """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models); with
+    ``also`` (one case per row, e.g. the other pricing), index len(rows) + i -> its prediction by that fit."""
+    models = models or latency_models(base, [r.case for r in rows])
+    out: dict[int, float] = {}
+    for fold in model_folds([r.case.model for r in rows], k):
+        result = fit_latencies([r for r in rows if r.case.model not in fold], base, iterations, models)
+        for i, row in enumerate(rows):
+            if row.case.model in fold:
+                out[i] = result.predict_ns(row.case)
+                if also is not None:
+                    out[len(rows) + i] = result.predict_ns(also[i])
+    return out
+
+
+def latency_errors(predicted_ns: list[float], published_ms: list[float]) -> list[float]:
+    """Absolute relative error of each prediction against its published figure."""
+    return [abs(p / (m * 1e6) - 1.0) for p, m in zip(predicted_ns, published_ms)]
+
+
+def error_summary(errs: list[float]) -> tuple[float, float]:
+    """(median, worst) absolute relative error."""
+    return (statistics.median(errs), max(errs)) if errs else (float("nan"), float("nan"))
+
+
+# -- a published table as calibration input ------------------------------------------------------------------
+
+PUBLISHED_COLUMNS = ("model", "chipset", "precision", "milliseconds")  # required; tools/anchors/published.py has all
+MODEL_FILES = {"float": "{model}.onnx", "w8a8": "{model}_w8a8.onnx"}  # tools/anchors/zoo.py writes these
+DEFAULT_MODELS = Path.home() / ".cache" / "hexfuse" / "anchors"
+
+
+def read_published(path: str | Path) -> list[dict[str, str]]:
+    """Rows of a published-latency table (CSV): each a dict of its columns, ``milliseconds`` checked."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise HexfuseError(f"published table {path}: cannot read: {exc.strerror}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise HexfuseError(f"published table {path}: missing column {missing[0]!r} (needs {', '.join(PUBLISHED_COLUMNS)})")
+    rows = []
+    for line, raw in enumerate(reader, start=2):
+        try:
+            ms = float(raw["milliseconds"])
+        except (TypeError, ValueError):
+            raise HexfuseError(f"published table {path}: line {line}: milliseconds {raw['milliseconds']!r} "
+                               "is not a number") from None
+        if not (ms > 0 and math.isfinite(ms)):
+            raise HexfuseError(f"published table {path}: line {line}: milliseconds must be a positive number")
+        if raw["precision"] not in MODEL_FILES:
+            raise HexfuseError(f"published table {path}: line {line}: precision {raw['precision']!r} "
+                               f"(known: {', '.join(MODEL_FILES)})")
+        rows.append({key: (value or "") for key, value in raw.items() if key is not None})
+    return rows
+
+
+def published_model_path(row: dict[str, str], table: str | Path, models: str | Path | None) -> Path:
+    """The row's ``onnx`` column (relative to the table), else ``models``/<model>[_w8a8].onnx."""
+    if row.get("onnx"):
+        return (Path(table).parent / row["onnx"]).resolve()
+    return Path(models or DEFAULT_MODELS) / MODEL_FILES[row["precision"]].format(model=row["model"])
+
+
+def fit_published(table: str | Path, base: Target, chipset: str, models: str | Path | None = None,
+                  overheads: bool = True) -> tuple[Target, str]:
+    """A target fitted to the table's rows of ``chipset`` (``hexfuse calibrate --published``), and a note."""
+    rows = [r for r in read_published(table) if r["chipset"] == chipset]
+    if not rows:
+        raise HexfuseError(f"published table {table}: no row for chipset {chipset!r} (--chipset)")
+    cases: dict[Path, ModelCase] = {}
+    fit_rows, missing = [], []
+    for row in rows:
+        path = published_model_path(row, table, models)
+        if not path.is_file():
+            missing.append(path.name)
+            continue
+        if path not in cases:
+            cases[path] = ModelCase.load(row["model"], row["precision"], path)
+        fit_rows.append(LatencyRow(cases[path], float(row["milliseconds"])))
+    if not fit_rows:
+        raise HexfuseError(f"published table {table}: no model file for any {chipset} row (first missing: "
+                           f"{missing[0]}; --models DIR, or tools/anchors/zoo.py to export them)")
+    models = latency_models(base, [r.case for r in fit_rows], overheads)
+    before = [model_latency(r.case, base).serial_ns for r in fit_rows]
+    result = fit_latencies(fit_rows, base, models=models)
+    after = [result.predict_ns(r.case) for r in fit_rows]
+    published = [r.milliseconds for r in fit_rows]
+    source = (f"fit: {Path(table).name} ({len(fit_rows)} rows, {len(cases)} models, {chipset}), least squares on "
+              f"log(predicted/published) whole-model latency (hexfuse calibrate --published)")
+    sources = dict(base.sources)
+    sources.update({name: source for name in result.values()})
+    fitted = replace(result.target, sources=sources)
+    b, a = error_summary(latency_errors(before, published)), error_summary(latency_errors(after, published))
+    moved = ", ".join(f"{n} {LatencyModel.value(base, n):.3g}->{v:.3g}" for n, v in result.values().items()
+                      if abs(v / LatencyModel.value(base, n) - 1) > 1e-3)
+    note = (f"{len(fit_rows)} rows ({len(missing)} without a model file); median |error| {b[0]:.0%} -> {a[0]:.0%} "
+            f"(worst {b[1]:.0%} -> {a[1]:.0%}, in sample; tools/bench_anchors.py --fit reports held-out errors); {moved}")
+    return fitted, note

@@ -87,11 +87,18 @@ def render_cost_markdown(fused_ops: Sequence[FusedOp], target: str | Path | Targ
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "calibrate", help="fit per-op-class cost factors of a target from a QNN detailed profile CSV",
-        description="Read a QNN EP profile (profiling_level=detailed) of MODEL and write a target JSON whose "
-                    "per-op-class factors reproduce the measured node times.")
-    parser.add_argument("profile", help="QNN EP profiling CSV (per-node cycle rows)")
-    parser.add_argument("--model", required=True, help="the ONNX model that was profiled (node names, shapes)")
+        "calibrate", help="fit a target's constants from a device profile (QNN CSV, AI Hub JSON) or published latencies",
+        description="Read a profile of MODEL (QNN EP profiling CSV with profiling_level=detailed, or the profile JSON "
+                    "of a Qualcomm AI Hub profiling job) and write a target JSON whose per-op-class factors and per-op "
+                    "overheads reproduce the measured node times; or, with --published, fit the target's constants "
+                    "to whole-model latencies (a table like tools/anchors/published.csv) of models on disk.")
+    parser.add_argument("profile", nargs="?", help="QNN EP profiling CSV (per-node cycle rows) or AI Hub profile JSON")
+    parser.add_argument("--model", help="the ONNX model that was profiled (node names, shapes)")
+    parser.add_argument("--published", metavar="TABLE.csv", help="whole-model latencies (columns model, chipset, "
+                        "precision, milliseconds; optional onnx = model path relative to the table) instead of a profile")
+    parser.add_argument("--models", metavar="DIR", help="with --published: folder of <model>.onnx / <model>_w8a8.onnx "
+                        "for rows without an onnx column (default ~/.cache/hexfuse/anchors, tools/anchors/zoo.py)")
+    parser.add_argument("--chipset", help="with --published: use the rows of this chipset (default: the base target's name)")
     parser.add_argument("--target", default="sm8550",
                         help=f"base target: one of {', '.join(list_targets())} or a JSON path (default sm8550)")
     parser.add_argument("-o", "--output", required=True, help="the calibrated target JSON to write")
@@ -107,12 +114,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.cost.calibrate import fit_profile, simulator_evidence
+    from hexfuse.graph_passes.cost.calibrate import fit_profile, is_hub_profile, simulator_evidence
 
+    if args.published:
+        if args.profile or args.model:
+            raise HexfuseError("calibrate: give either a profile with --model, or --published, not both")
+        return _run_published(args)
+    if not args.profile or not args.model:
+        raise HexfuseError("calibrate: a profile and --model are needed (or --published TABLE.csv)")
     read = [(Path(args.profile), "the profile"), (Path(args.model), "the model"), (Path(args.target), "the base target")]
     refuse_overwrite([Path(args.output)], [(path, what) for path, what in read if path.exists()])
     base = load_target(args.target)
-    simulated = simulator_evidence(args.profile)
+    simulated = None if is_hub_profile(args.profile) else simulator_evidence(args.profile)
     if simulated and not args.allow_simulator:
         raise HexfuseError(f"{args.profile} comes from the HTP simulator ({simulated}): simulator cycles say nothing "
                            "about a device, so no device figures are fitted from it (--allow-simulator to fit anyway)")
@@ -135,4 +148,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"hexfuse: calibrated {name}: {classes}; {fit.overheads}; {lookup.note}; median |log error| {fit.residual:.3f}; "
           f"{len(fit.skipped)} profile rows matched no model node; rows by engine: {engines}; wrote {out}",
           file=sys.stderr)
+    return 0
+
+
+def _run_published(args: argparse.Namespace) -> int:
+    """``--published``: fit to whole-model latencies (calibrate.fit_published)."""
+    from hexfuse.graph_passes.cost.calibrate import fit_published
+
+    out = Path(args.output)
+    read = [(Path(args.published), "the published table"), (Path(args.target), "the base target")]
+    refuse_overwrite([out], [(path, what) for path, what in read if path.exists()])
+    base = load_target(args.target)
+    fitted, note = fit_published(args.published, base, args.chipset or base.name, args.models,
+                                 overheads=not args.keep_overheads)
+    name = args.name or out.stem
+    fitted = fitted.with_values(name=name, description=f"{base.description}; fitted to {Path(args.published).name}")
+    write_atomic(out, (json.dumps(target_to_dict(fitted), indent=1) + "\n").encode())
+    load_target(out)  # what we wrote must load
+    print(f"hexfuse: calibrated {name}: {note}; wrote {out}", file=sys.stderr)
     return 0

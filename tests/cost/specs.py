@@ -42,3 +42,18 @@ def fused(*parts) -> FusedOp:
     inputs = tuple(t for t in tensors if any(t.name in task.inputs for task in tasks))
     outputs = tuple(t for t in tensors if any(t.name in task.outputs for task in tasks))
     return FusedOp("HexFuse_test", "hexfuse/test", inputs, outputs, tasks, tensors)
+
+
+# The bundled targets' figures before they were fitted to published phone latencies (docs/anchors.md).
+# Scenarios that test the simulator or calibration mechanics are sized for these ratios of HMX, HVX and
+# DMA speed and for these overheads, so they pin them instead of following every refit.
+_ESTIMATED_RATES = {"sm8550": (8192, 4096, 35.2), "sm8650": (16384, 8192, 35.2), "sm8750": (22528, 11264, 38.4)}
+
+
+def estimated(name: str):
+    from hexfuse.graph_passes.cost import load_target
+
+    int8, fp16, dma = _ESTIMATED_RATES[name]
+    return load_target(name).with_values(hmx_int8_macs_per_cycle=int8, hmx_fp16_macs_per_cycle=fp16, dma_gbps=dma,
+                                         ddr_npu_fraction=0.6, resident_mb=1.0, dispatch_ns=1500.0,
+                                         hvx_launch_ns=300.0, factors={})

@@ -12,11 +12,13 @@ import pytest
 from hexfuse import analyze_model, fuse_model, supported_op_types
 from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.backend import Backend
+from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.spec import FusionSpec, load_spec
 from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.qnn_ops import translate_matrix_task
 from hexfuse.op_package.render import render_package
 from tests import builders
+from tests.cost.specs import estimated
 from tests.op_package._harness import NEGATIVE_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +116,8 @@ def test_generated_rules_are_deterministic(case_for) -> None:
 def test_folded_batchnorm_epilogue_expands_into_qnn_elementwise_ops(tmp_path) -> None:
     """Conv -> BatchNormalization -> Mul(c): one matrix task on HTP, the norm as x * w + b per channel."""
     model = builders.conv_bn_branches(activation=False)  # a folded Relu has no QNN translation yet
-    result = fuse_model(builders.save(model, tmp_path / "m.onnx"), allow_scalar=True)
+    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN)  # the branches are sized for these figures
+    result = fuse_model(builders.save(model, tmp_path / "m.onnx"), scorer, allow_scalar=True)
     (op,) = result.spec.fused_ops
     matrix = next(t for t in op.tasks if t.engine == "matrix")
     assert [n.op_type for n in matrix.nodes] == ["Conv", "BatchNormalization", "Mul"]
@@ -129,9 +132,10 @@ def test_folded_batchnorm_epilogue_expands_into_qnn_elementwise_ops(tmp_path) ->
 def test_pass_refuses_matrix_work_qnn_ops_cannot_take(tmp_path) -> None:
     """The op package's backend refuses a grouped Conv with the reason; without that check it fuses."""
     path = builders.save(builders.conv_bn_branches(group=2), tmp_path / "m.onnx")
-    refused = analyze_model(path)
+    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN)  # the branches are sized for these figures
+    refused = analyze_model(path, scorer)
     assert not refused.selection.groups
     assert any("on HTP the matrix work must run on QNN's own ops" in r and "is grouped" in r
                for r in refused.selection.reasons.values())
-    unchecked = pipeline.analyze_model(path, backend=Backend("host", supported_op_types()))
+    unchecked = pipeline.analyze_model(path, scorer, backend=Backend("host", supported_op_types()))
     assert unchecked.selection.groups

@@ -42,9 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true", help="fit the constants (k-fold held out, then on all rows)")
     parser.add_argument("--iterations", type=int, default=10, help="Levenberg-Marquardt iterations per fit")
     parser.add_argument("--write", action="store_true", help="write fitted constants into qnn_configs/targets/*.json")
-    parser.add_argument("--pricing", choices=("analyze", "quant"), default="analyze",
-                        help="analyze: as `hexfuse analyze` prices today (default); quant: boundary Q/DQ tensors in "
-                        "their quantized type (what-if for the proposed opcost hook, docs/anchors.md)")
     parser.add_argument("--cap", action="append", default=[], metavar="NAME=VALUE",
                         help="upper bound on a fitted constant from outside the rows, e.g. "
                         "hmx_int8_macs_per_cycle=23836 for sm8550 (v73 no faster than v75's fit)")
@@ -61,15 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         models = sorted({r.model for r in rows})
         subprocess.run([args.export_python, str(ZOO), "--out", str(args.cache), *models], check=False)
     start = time.time()
-    kept, cases = bench.load_cases(rows, args.cache, log=lambda m: print(m, file=sys.stderr), pricing=args.pricing)
-    analyze_cases = bench.load_cases(kept, args.cache, pricing="analyze")[1] if args.pricing != "analyze" else []
+    kept, cases = bench.load_cases(rows, args.cache, log=lambda m: print(m, file=sys.stderr))
     print(f"{len(kept)} of {len(rows)} rows have an exported model ({time.time() - start:.0f} s to analyse)",
           file=sys.stderr)
     chips = []
     for chipset in sorted({r.chipset for r in kept}):
         picked = [i for i, r in enumerate(kept) if r.chipset == chipset]
-        chip = bench.Chipset(chipset, load_target(chipset), [kept[i] for i in picked], [cases[i] for i in picked],
-                             [analyze_cases[i] for i in picked] if analyze_cases else [])
+        chip = bench.Chipset(chipset, load_target(chipset), [kept[i] for i in picked], [cases[i] for i in picked])
         t0 = time.time()
         caps = {name: float(value) for name, value in (c.split("=", 1) for c in args.cap)}
         bench.run_chipset(chip, args.fit, iterations=args.iterations, caps=caps)

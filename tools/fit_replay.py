@@ -139,9 +139,10 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
 
     path = Path(target.path)
     raw = json.loads(path.read_text(encoding="utf-8"))
-    source = (f"fit: replay of QNN's own schedules (HTP simulator, optrace) of {models} models against "
-              f"{table.relative_to(ROOT) if table.is_relative_to(ROOT) else table.name} ({rows} rows, {target.name}); "
-              f"grid least |log error|, held out (leave one model out) {held_out} (tools/fit_replay.py)")
+    where = table.resolve().relative_to(ROOT) if table.resolve().is_relative_to(ROOT) else table.name
+    source = (f"fit: {where} ({rows} rows, {models} models, {target.name}): replay of QNN's own schedules (HTP "
+              f"simulator, optrace), grid least |log error|, held out (leave one model out) {held_out} "
+              f"(tools/fit_replay.py)")
     raw["qnn_op_ns"] = {"value": fitted[0], "source": source}
     raw["qnn_hvx_op_ns"] = {"value": fitted[1], "source": source}
     write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())

@@ -433,12 +433,9 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
 # parameters) and a Jacobian column re-simulates only the tasks its parameter touches. The ridge keeps
 # a parameter no row constrains at its estimate; a class run by fewer than LATENCY_MIN_MODELS models keeps its factor
 #
-# Two pricings of a QDQ model (ModelCase.pricing):
-#   "analyze"  what ``hexfuse analyze`` prices today: a task's spec peels the DQ/Q at its boundary, so a
-#              conv's weights and boundary activations look float in a w8a8 model (2 bytes, HMX at fp16 rate)
-#   "quant"    the same, except that a tensor a boundary DQ produces (or a boundary Q reads) is stored in
-#              its quantized type and a DQ of an initializer is static: what QNN runs. A what-if for the
-#              Storage hook proposed in docs/anchors.md; float models price the same either way.
+# A QDQ model is priced as ``hexfuse analyze`` prices it: a task's ports carry the encoding of the DQ / Q
+# at its boundary (TensorSpec.wire), so its weights and boundary activations are stored quantized and a DQ
+# of an initializer is static (opcost.Storage): what QNN runs.
 # Held out: models go round robin into LATENCY_FOLDS folds; each fold is predicted by a fit on the others
 # (both precisions of a model are held out together: they share the architecture).
 
@@ -453,45 +450,6 @@ LATENCY_SCALARS = ("dispatch_ns", "hvx_launch_ns", "hmx_int8_macs_per_cycle", "h
 LATENCY_CLASSES = ("depthwise", "elementwise", "transcendental", "norm", "softmax", "pool", "reduce", "datamove", "matmul")
 
 
-class QuantStorage(Storage):
-    """Storage that also knows the quantized side of the Q/DQ peeled off a task's boundary."""
-
-    def __init__(self, op: FusedOp, boundary: dict[str, tuple[int, bool]]):
-        super().__init__(op)
-        self.boundary = boundary  # float tensor -> (itemsize of its quantized side, static)
-
-    def itemsize(self, name: str) -> int:
-        if name not in self.alias and name in self.boundary:
-            return self.boundary[name][0]
-        return super().itemsize(name)
-
-    def static(self, name: str) -> bool:
-        return super().static(name) or (name not in self.alias and self.boundary.get(name, (0, False))[1])
-
-
-def _boundary_quant(model) -> dict[str, tuple[int, bool]]:
-    """Every DQ output and Q input of the model -> (itemsize of the quantized tensor, from an initializer)."""
-    import onnx
-
-    dtypes = {t.name: t.data_type for t in model.graph.initializer}
-    dtypes.update({v.name: v.type.tensor_type.elem_type for v in (*model.graph.value_info, *model.graph.input,
-                                                                  *model.graph.output)})
-    out = {}
-    for node in model.graph.node:
-        if node.op_type not in ("DequantizeLinear", "QuantizeLinear") or node.domain not in ("", "ai.onnx"):
-            continue
-        quantized, float_side = (node.input[0], node.output[0]) if node.op_type == "DequantizeLinear" \
-            else (node.output[0], node.input[0])
-        elem = dtypes.get(quantized)
-        if elem:
-            size = onnx.helper.tensor_dtype_to_np_dtype(elem).itemsize
-            out[float_side] = (size, node.op_type == "DequantizeLinear" and quantized in {t.name for t in model.graph.initializer})
-    return out
-
-
-LATENCY_PRICINGS = ("analyze", "quant")
-
-
 @dataclass
 class ModelCase:
     """One exported model: its tasks by structure, ready to price on any target."""
@@ -501,15 +459,13 @@ class ModelCase:
     path: str
     tasks: dict[tuple, tuple[int, FusedOp]]  # structure key -> (tasks of that structure, spec of one)
     unpriced_units: int = 0
-    pricing: str = "analyze"
-    boundary: dict[str, tuple[int, bool]] = field(default_factory=dict)  # for pricing "quant"
 
     def costs(self, op: FusedOp, target: Target) -> list[TaskCost]:
-        storage = QuantStorage(op, self.boundary) if self.pricing == "quant" else Storage(op)
+        storage = Storage(op)
         return [task_cost(task, op, target, storage) for task in op.tasks]
 
     @classmethod
-    def load(cls, model: str, precision: str, path: str | Path, pricing: str = "analyze") -> ModelCase:
+    def load(cls, model: str, precision: str, path: str | Path) -> ModelCase:
         from hexfuse.graph_passes.analysis import Analysis
         from hexfuse.graph_passes.load import load_model
         from hexfuse.graph_passes.spec_builder import fused_op_spec
@@ -526,9 +482,7 @@ class ModelCase:
             if key not in tasks:
                 tasks[key] = (0, fused_op_spec(analysis, (task,)))
         blocked = sum(1 for b in analysis.units.blocker if b is not None and "computes a constant" not in b)
-        boundary = _boundary_quant(loaded) if pricing == "quant" else {}
-        return cls(model, precision, str(path), {k: (counts[k], op) for k, (_, op) in tasks.items()}, blocked,
-                   pricing, boundary)
+        return cls(model, precision, str(path), {k: (counts[k], op) for k, (_, op) in tasks.items()}, blocked)
 
 
 @dataclass(frozen=True)
@@ -734,10 +688,9 @@ def model_folds(models: list[str], k: int = LATENCY_FOLDS) -> list[set[str]]:
 
 
 def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FOLDS,
-                       iterations: int = LATENCY_ITERATIONS, models: dict[float, LatencyModel] | None = None,
-                       also: list[ModelCase] | None = None) -> dict[int, float]:
-    """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models); with
-    ``also`` (one case per row, e.g. the other pricing), index len(rows) + i -> its prediction by that fit."""
+                       iterations: int = LATENCY_ITERATIONS, models: dict[float, LatencyModel] | None = None
+                       ) -> dict[int, float]:
+    """Row index -> predicted ns by a fit that did not see that row's model (k-fold over models)."""
     models = models or latency_models(base, [r.case for r in rows])
     out: dict[int, float] = {}
     for fold in model_folds([r.case.model for r in rows], k):
@@ -745,8 +698,6 @@ def held_out_latencies(rows: list[LatencyRow], base: Target, k: int = LATENCY_FO
         for i, row in enumerate(rows):
             if row.case.model in fold:
                 out[i] = result.predict_ns(row.case)
-                if also is not None:
-                    out[len(rows) + i] = result.predict_ns(also[i])
     return out
 
 

@@ -135,10 +135,12 @@ def _is_depthwise(node: NodeSpec, tensors: dict[str, TensorSpec]) -> bool:
 
 
 class Storage:
-    """Bytes per element and static-ness of tensors as HTP stores them (through Q/DQ aliases)."""
+    """Bytes per element and static-ness of tensors as HTP stores them (through Q/DQ aliases inside a
+    task, and through the encoding a port carries where a DQ / Q outside it folds into it: ``wire``)."""
 
     def __init__(self, op: FusedOp):
         self.tensors = {t.name: t for t in op.tensors}
+        self.ports = {t.name: t for t in (*op.inputs, *op.outputs) if t.wire is not None}
         self.alias: dict[str, str] = {}
         for task in op.tasks:
             for node in task.nodes:
@@ -154,6 +156,9 @@ class Storage:
         return self.tensors.get(name)
 
     def itemsize(self, name: str) -> int:
+        port = self.ports.get(name) if name not in self.alias else None
+        if port is not None:  # QNN hands the kernel the quantized tensor (weights and activations alike)
+            return np.dtype(port.wire.dtype).itemsize  # type: ignore[union-attr]
         tensor = self._root(name)
         if tensor is None:
             return 0
@@ -173,6 +178,9 @@ class Storage:
         return float(math.prod(tensor.shape)) * self.itemsize(name)
 
     def static(self, name: str) -> bool:
+        port = self.ports.get(name) if name not in self.alias else None
+        if port is not None and port.static:  # a DQ(initializer) port: quantized weights
+            return True
         tensor = self._root(name)
         return bool(tensor and tensor.static)
 

@@ -4,6 +4,8 @@ built here with onnx.helper or are the bundled ones."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import json
 import math
@@ -170,14 +172,25 @@ def test_model_latency_is_what_analyze_reports(name):
     assert model_latency(case, faster).serial_ns < summary.serial_ns
 
 
-def test_quant_pricing_stores_boundary_tensors_quantized():
+def test_qdq_ports_are_priced_quantized():
+    """A task's spec peels the DQ / Q at its boundary; QNN folds them into the port, so the port's wire
+    encoding prices it: uint8 activations and static uint8 weights, not fp16."""
+    from hexfuse.graph_passes.cost.opcost import Storage
+
     path = ROOT / "models" / "googlenet_qdq.onnx"
+    case = ModelCase.load("g", "w8a8", path)
+    ops = [op for _, op in case.tasks.values()]
+    ports = [(op, t) for op in ops for t in op.inputs if t.wire is not None]
+    assert ports
+    sizes = {Storage(op).itemsize(t.name) for op, t in ports}
+    assert sizes <= {1, 4} and 1 in sizes  # uint8 codes (int32 biases)
+    weights = [(op, t) for op, t in ports if "weight" in t.name]
+    assert weights and all(Storage(op).static(t.name) for op, t in weights)
+    bare = [dataclasses.replace(op, inputs=tuple(dataclasses.replace(t, wire=None) for t in op.inputs)) for op in ops]
     target = load_target("sm8650")
-    analyze, quant = ModelCase.load("g", "w8a8", path), ModelCase.load("g", "w8a8", path, pricing="quant")
-    assert {size for size, _ in quant.boundary.values()} == {1, 4}  # uint8 tensors, int32 biases
-    weights = {name: entry for name, entry in quant.boundary.items() if "weight_DequantizeLinear" in name}
-    assert weights and all(entry == (1, True) for entry in weights.values())  # static uint8
-    assert model_latency(quant, target).serial_ns < model_latency(analyze, target).serial_ns
+    priced = sum(c.main_ns for op in ops for c in case.costs(op, target))
+    as_float = sum(c.main_ns for op in bare for c in case.costs(op, target))
+    assert priced < as_float
 
 
 # -- the fit -------------------------------------------------------------------------------------

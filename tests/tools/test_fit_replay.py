@@ -66,7 +66,7 @@ def test_write_stores_the_fit_with_its_source(folders, tmp_path: Path, monkeypat
                             "--target", str(target), "--write"]) == 0
     fitted = load_target(target)
     assert (fitted.qnn_op_ns, fitted.qnn_hvx_op_ns) == (700, 400)
-    assert fitted.sources["qnn_op_ns"].startswith("fit: replay of QNN's own schedules") and "2 models" in fitted.sources["qnn_op_ns"]
+    assert "replay of QNN's own schedules" in fitted.sources["qnn_op_ns"] and "2 models" in fitted.sources["qnn_op_ns"]
 
 
 def test_too_few_rows_is_an_error(folders) -> None:

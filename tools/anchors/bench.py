@@ -35,10 +35,8 @@ class Chipset:
     base: Target
     rows: list[Published]
     cases: list[fitting.ModelCase]
-    analyze_cases: list[fitting.ModelCase] = field(default_factory=list)  # when cases use pricing "quant"
     before_ns: list[float] = field(default_factory=list)
     held_out_ns: list[float] = field(default_factory=list)
-    held_out_analyze_ns: list[float] = field(default_factory=list)  # the same fits, priced as analyze does
     fitted_ns: list[float] = field(default_factory=list)
     result: fitting.LatencyFit | None = None
 
@@ -47,8 +45,7 @@ class Chipset:
         return [fitting.LatencyRow(c, r.milliseconds) for r, c in zip(self.rows, self.cases)]
 
 
-def load_cases(rows: Iterable[Published], cache: Path, log=print,
-               pricing: str = "analyze") -> tuple[list[Published], list[fitting.ModelCase]]:
+def load_cases(rows: Iterable[Published], cache: Path, log=print) -> tuple[list[Published], list[fitting.ModelCase]]:
     """Rows whose model file exists, with their cases (analysed once per file)."""
     seen: dict[Path, fitting.ModelCase] = {}
     kept, cases = [], []
@@ -58,7 +55,7 @@ def load_cases(rows: Iterable[Published], cache: Path, log=print,
             log(f"  {row.model} {row.precision}: no {path.name} in {cache}; row skipped")
             continue
         if path not in seen:
-            seen[path] = fitting.ModelCase.load(row.model, row.precision, path, pricing)
+            seen[path] = fitting.ModelCase.load(row.model, row.precision, path)
         kept.append(row)
         cases.append(seen[path])
     return kept, cases
@@ -66,15 +63,13 @@ def load_cases(rows: Iterable[Published], cache: Path, log=print,
 
 def run_chipset(chip: Chipset, do_fit: bool, folds: int = fitting.LATENCY_FOLDS,
                 iterations: int = fitting.LATENCY_ITERATIONS, caps: dict[str, float] | None = None) -> Chipset:
-    chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.analyze_cases or chip.cases]
+    chip.before_ns = [fitting.model_latency(c, chip.base).serial_ns for c in chip.cases]
     if not do_fit:
         return chip
     rows = chip.fit_rows
     models = fitting.latency_models(chip.base, chip.cases, caps=caps)
-    held = fitting.held_out_latencies(rows, chip.base, folds, iterations, models, chip.analyze_cases or None)
+    held = fitting.held_out_latencies(rows, chip.base, folds, iterations, models)
     chip.held_out_ns = [held[i] for i in range(len(rows))]
-    if chip.analyze_cases:
-        chip.held_out_analyze_ns = [held[len(rows) + i] for i in range(len(rows))]
     chip.result = fitting.fit_latencies(rows, chip.base, iterations, models)
     chip.fitted_ns = [chip.result.predict_ns(c) for c in chip.cases]
     return chip
@@ -90,10 +85,8 @@ def _stats(chip: Chipset, predicted: list[float], precision: str | None) -> str:
 
 def error_table(chips: list[Chipset]) -> str:
     """Markdown: median / worst abs relative error per chipset and precision, before and after."""
-    both = any(c.held_out_analyze_ns for c in chips)
     head = "| chipset | precision | rows | before (bundled estimates, as analyze prices) | held out (k-fold fit) |"
-    head += " held out, priced as analyze |" if both else ""
-    lines = [head + " in-sample (full fit) |", "|---|---|---|---|---|" + ("---|" if both else "") + "---|"]
+    lines = [head + " in-sample (full fit) |", "|---|---|---|---|---|---|"]
     for chip in chips:
         for precision in ("float", "w8a8", None):
             n = sum(1 for r in chip.rows if precision in (None, r.precision))
@@ -101,7 +94,6 @@ def error_table(chips: list[Chipset]) -> str:
                 continue
             cells = [chip.name, precision or "all", str(n), _stats(chip, chip.before_ns, precision),
                      _stats(chip, chip.held_out_ns, precision)]
-            cells += [_stats(chip, chip.held_out_analyze_ns, precision)] if both else []
             cells += [_stats(chip, chip.fitted_ns, precision)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -146,11 +138,9 @@ def fit_source(chip: Chipset, table: str) -> str:
     models = len({r.model for r in chip.rows})
     precisions = "+".join(sorted({r.precision for r in chip.rows}))
     median, _ = fitting.error_summary(fitting.latency_errors(chip.held_out_ns, [r.milliseconds for r in chip.rows]))
-    pricing = chip.cases[0].pricing if chip.cases else "analyze"
     caps = next(iter(chip.result.model.caps.items()), None) if chip.result.model.caps else None
     capped = "" if caps is None else f"; {caps[0]} capped at {caps[1]:g} (the next generation's fitted value)"
-    how = "" if pricing == "analyze" else (" with QDQ boundary tensors priced quantized (pricing 'quant': the "
-                                           "opcost.Storage hook proposed in docs/anchors.md)")
+    how = " with QDQ ports priced quantized (opcost.Storage reads the port's wire encoding)"
     return (f"fit: {table} ({len(chip.rows)} rows, {models} models, {precisions}, {chip.rows[0].device}), "
             f"least squares on log(predicted/published) of the whole-model serial latency{how} "
             f"(tools/bench_anchors.py --fit{capped}); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")

@@ -12,6 +12,8 @@ import pytest
 
 from tests.passes import analyze_model
 from hexfuse.cli import main
+from hexfuse.graph_passes.cost.target import target_to_dict
+from tests.cost.specs import estimated
 from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.balance import BalanceScorer
 from hexfuse.graph_passes.cost.cli import scorer_for
@@ -71,8 +73,11 @@ def test_markdown_says_what_the_data_says(inception):
     assert text.count("| `hexfuse/") == len(data["groups"])
 
 
-def test_analyze_json_carries_times_split_target_and_reasons(capsys):
-    assert main(["analyze", str(Path(__file__).resolve().parents[2] / "models" / "googlenet_qdq.onnx"), "--json"]) == 0
+def test_analyze_json_carries_times_split_target_and_reasons(capsys, tmp_path):
+    target = tmp_path / "sm8550.json"  # the pre-fit figures, under which googlenet_qdq has groups that pay
+    target.write_text(json.dumps(target_to_dict(estimated("sm8550"))))
+    assert main(["analyze", str(Path(__file__).resolve().parents[2] / "models" / "googlenet_qdq.onnx"), "--json",
+                 "--target", str(target)]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["target"] == "sm8550" and data["summary"]["serial_us"] > 0
     group = data["groups"][0]

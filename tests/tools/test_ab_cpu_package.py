@@ -37,7 +37,7 @@ needs_build = pytest.mark.skipif(
 def fused(tmp_path_factory) -> dict[str, tuple[str, str]]:
     d = tmp_path_factory.mktemp("cpu_pkg")
     estimates = d / "sm8550_estimates.json"  # the pre-fit figures, under which the bundled models fuse
-    unfolded = estimated("sm8550").folds - FOLDS["activation"]
+    unfolded = estimated("sm8550").folds - set(FOLDS["activation"])
     estimates.write_text(json.dumps(target_to_dict(estimated("sm8550").with_values(folds=unfolded))))
     out = {}
     for name in MODELS:

@@ -1,0 +1,229 @@
+"""Does fusion pay at the sizes QNN users run? Real-dimension decoder layers (tools/realsize.py), QNN's
+own schedule of each (``hexfuse engines``, the x86 HTP simulator), and the schedule replay per
+candidate group (graph_passes/cost/schedule_verdict.py), one table row per model and target.
+
+    layer ── build (cached) ── hexfuse engines --target T (timed, timeout) ── engine map (user cache)
+                                                                              │
+          analyze with the schedule (summary.schedule: replay, busy, HVX beside HMX) ◄─┤
+          analyze --ignore-schedule (the estimated cost model's candidate groups) ◄────┘
+                └── per candidate: ScheduleJudge.verdict (t2, t4, task work, added ns, why)
+
+The ceiling of a model is what overlap could hide at most: the vector work of all candidates together
+(their QNN ops' time without dispatch/launch overheads), against the replayed latency of the original.
+
+    python -m hexfuse.tools.bench_realsize                                # the default list, sm8650
+    python -m hexfuse.tools.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.tools.realsize import Layer, build, cache_dir, parse_layer
+
+DEFAULT_LAYERS = ("llama-3.2-1b:prefill:128", "llama-3.2-1b:decode:512")
+PREPARE_TIMEOUT_S = 1800.0
+MIN_GAIN = 0.1  # the CLI's default margin
+
+
+@dataclass
+class Candidate:
+    label: str
+    vector_us: float  # the vector tasks' QNN ops, their work without dispatch/launch overheads
+    matrix_us: float  # the matrix task's HMX ops
+    added_us: float | None  # entry/exit ordering ops, port copies, launches (None: not reached)
+    t2_us: float
+    t4_us: float | None
+    accepted: bool
+    reason: str
+
+    @property
+    def ratio(self) -> float | None:
+        return self.t4_us / self.t2_us if self.t4_us is not None and self.t2_us else None
+
+
+@dataclass
+class Row:
+    model: str
+    target: str
+    prepare_s: float | None = None  # None: a cached map (prepared before)
+    note: str = ""  # why there is no schedule (timeout, failure)
+    schedule: dict[str, Any] = field(default_factory=dict)
+    fused_with_schedule: int = 0
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def ceiling_us(self) -> float:
+        return sum(c.vector_us for c in self.candidates)
+
+
+def _map_of(path: Path, target: str):
+    from hexfuse.graph_passes.engine_map import find_engine_map
+    from hexfuse.graph_passes.io import file_sha256
+
+    return find_engine_map(path, file_sha256(path), target).engine_map
+
+
+def prepare(path: Path, target: str, timeout_s: float, log_dir: Path) -> tuple[float | None, str]:
+    """``hexfuse engines`` for one model and target unless its map is cached: (seconds, failure note)."""
+    found = _map_of(path, target)
+    if found is not None and found.schedule is not None:
+        return None, ""
+    log = log_dir / f"{path.stem}.{target}.engines.log"
+    start = time.perf_counter()
+    try:
+        with open(log, "w") as out:
+            done = subprocess.run([sys.executable, "-m", "hexfuse.cli", "engines", str(path), "--target", target],
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return timeout_s, f"simulator prepare did not finish in {timeout_s:.0f} s"
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
+        return seconds, f"hexfuse engines failed (exit {done.returncode}): {tail[0][:200]}"
+    return seconds, ""
+
+
+def _analyze(path: Path, target: str, use_schedule: bool, min_gain: float):
+    from hexfuse import analyze_model
+    from hexfuse.graph_passes.cost.cli import scorer_for
+
+    scorer = scorer_for(target, min_gain, model=path, use_schedule=use_schedule)
+    return analyze_model(path, scorer), scorer
+
+
+def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str, Any], int, list[Candidate]]:
+    """(summary.schedule of the analyze JSON, groups fused with the schedule, the estimated model's
+    candidate groups with their schedule verdicts)."""
+    from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
+    from hexfuse.graph_passes.outputs import analysis_report
+    from hexfuse.graph_passes.spec_builder import fused_op_spec
+
+    result, scorer = _analyze(path, target, True, min_gain)
+    data = analysis_report(result, scorer, path.name)
+    summary = (data.get("summary") or {}).get("schedule") or {}
+    fused = len(data.get("groups") or [])
+    schedule = scorer.engines.schedule if scorer.engines is not None else None
+    if schedule is None:
+        return summary, fused, []
+    judge = ScheduleJudge(schedule, scorer.target, min_gain)
+    costs, ops = judge.costs, schedule.ops
+    estimated, _ = _analyze(path, target, False, min_gain)
+    out = []
+    for group in estimated.selection.groups:
+        spec = fused_op_spec(estimated.analysis, group.tasks)
+        shape = group_of(spec)
+        verdict = judge.verdict(spec)
+        d = verdict.details
+        vector = [i for i in schedule.of_nodes(set().union(*shape.task_nodes)) if ops[i].resource != "dma"]
+        hmx = [i for i in schedule.of_nodes(shape.matrix_nodes) if ops[i].resource == "hmx"]
+        names = lambda engine: "+".join(n.name.removesuffix("_node") for t in spec.tasks if (t.engine == "matrix") == engine  # noqa: E731
+                                        for n in t.nodes if n.op_type not in ("QuantizeLinear", "DequantizeLinear"))[:60]
+        out.append(Candidate(
+            label=f"{names(True)} || {names(False)}",
+            vector_us=sum(costs.run[i] - costs.overhead[i] for i in vector) / 1e3,
+            matrix_us=sum(costs.run[i] for i in hmx) / 1e3,
+            added_us=d["schedule.added_ns"] / 1e3 if "schedule.added_ns" in d else None,
+            t2_us=judge.original.latency_ns / 1e3,
+            t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
+            accepted=verdict.accepted, reason=verdict.reason))
+    return summary, fused, out
+
+
+def bench(layers: list[Layer], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
+          say=print) -> list[Row]:
+    rows = []
+    for layer in layers:
+        start = time.perf_counter()
+        path = build(layer)
+        say(f"# {layer.stem}: built in {time.perf_counter() - start:.0f} s ({path.stat().st_size / 2**20:.0f} MB) {path}")
+        for target in targets:
+            row = Row(layer.stem, target)
+            row.prepare_s, row.note = prepare(path, target, timeout_s, log_dir)
+            say(f"# {layer.stem} {target}: prepare {'cached' if row.prepare_s is None else f'{row.prepare_s:.0f} s'}"
+                f"{' - ' + row.note if row.note else ''}")
+            if not row.note:
+                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain)
+            rows.append(row)
+            say(render([row], header=False))
+    return rows
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def render(rows: list[Row], header: bool = True) -> str:
+    lines = []
+    if header:
+        lines += ["| model | target | prepare s | QNN ops | HMX ops | replay us | main / HVX busy us | HVX ops beside HMX | "
+                  "est. share | candidates | ceiling us (% of replay) | fused w/ schedule |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s = r.schedule
+        if not s:
+            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} |||||||||")
+            continue
+        ceiling = r.ceiling_us
+        lines.append(f"| {r.model} | {r.target} | {'cached' if r.prepare_s is None else f'{r.prepare_s:.0f}'} | "
+                     f"{s['qnn_ops']} | {s['hmx_ops']} | {s['replay_us']:.1f} | {s['main_busy_us']:.1f} / "
+                     f"{s['hvx_busy_us']:.1f} | {s['hvx_beside_hmx']} of {s['hvx_ops']} | {s['estimated_share']:.2f} | "
+                     f"{len(r.candidates)} | {ceiling:.2f} ({100 * ceiling / s['replay_us']:.2f}%) | {r.fused_with_schedule} |")
+    if header and any(r.candidates for r in rows):
+        lines += ["", "| model | target | candidate (matrix || vector) | vector us | matrix us | added us | t2 us | t4 us | "
+                      "fused/original | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for c in r.candidates:
+            if header:
+                why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason[:90]
+                lines.append(f"| {r.model} | {r.target} | {c.label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
+                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | "
+                             f"{'fuse' if c.accepted else 'no'}: {why} |")
+            else:
+                lines.append(f"#   {c.label}: vector {c.vector_us:.2f} us, matrix {c.matrix_us:.1f} us, "
+                             f"added {_f(c.added_us, 2)} us, t2 {c.t2_us:.1f}, t4 {_f(c.t4_us)}: {c.reason[:160]}")
+    return "\n".join(lines)
+
+
+def to_json(rows: list[Row]) -> list[dict[str, Any]]:
+    return [{"model": r.model, "target": r.target, "prepare_s": r.prepare_s, "note": r.note, "schedule": r.schedule,
+             "fused_with_schedule": r.fused_with_schedule, "ceiling_us": r.ceiling_us,
+             "candidates": [{**c.__dict__, "ratio": c.ratio} for c in r.candidates]} for r in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench_realsize", description=__doc__.split("\n\n")[0])
+    ap.add_argument("layers", nargs="*", default=list(DEFAULT_LAYERS), help="CONFIG:MODE:SIZE[:PRECISION]")
+    ap.add_argument("--targets", nargs="+", default=["sm8650"])
+    ap.add_argument("--timeout", type=float, default=PREPARE_TIMEOUT_S, help="seconds per simulator prepare")
+    ap.add_argument("--min-gain", type=float, default=MIN_GAIN)
+    ap.add_argument("--json", help="also write the rows here")
+    args = ap.parse_args(argv)
+    try:
+        layers = [parse_layer(text) for text in args.layers]
+        log_dir = cache_dir() / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        rows = bench(layers, args.targets, args.timeout, args.min_gain, log_dir,
+                     say=lambda m: print(m, file=sys.stderr, flush=True))
+    except HexfuseError as exc:
+        print(f"hexfuse: error: {exc}", file=sys.stderr)
+        return 1
+    print(render(rows))
+    if args.json:
+        tmp = f"{args.json}.tmp{os.getpid()}"
+        Path(tmp).write_text(json.dumps(to_json(rows), indent=1))
+        os.replace(tmp, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

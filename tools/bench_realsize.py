@@ -45,6 +45,8 @@ class Candidate:
     t4_us: float | None
     accepted: bool
     reason: str
+    estimated: str = ""  # the estimated cost model (--ignore-schedule): selected / accepted / rejected
+    work: dict[int, float] = field(default_factory=dict, repr=False)  # vector op index -> ns (for the ceiling)
 
     @property
     def ratio(self) -> float | None:
@@ -63,7 +65,9 @@ class Row:
 
     @property
     def ceiling_us(self) -> float:
-        return sum(c.vector_us for c in self.candidates)
+        """The vector work of all candidates, each QNN op once (a vector task pairs with several matrix ops)."""
+        work = {i: ns for c in self.candidates for i, ns in c.work.items()}
+        return sum(work.values()) / 1e3
 
 
 def _map_of(path: Path, target: str):
@@ -102,8 +106,9 @@ def _analyze(path: Path, target: str, use_schedule: bool, min_gain: float):
 
 
 def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str, Any], int, list[Candidate]]:
-    """(summary.schedule of the analyze JSON, groups fused with the schedule, the estimated model's
-    candidate groups with their schedule verdicts)."""
+    """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
+    pass finds (candidates.py) with the estimated model's verdict and the schedule replay's)."""
+    from hexfuse.graph_passes.candidates import find_candidates
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
     from hexfuse.graph_passes.outputs import analysis_report
     from hexfuse.graph_passes.spec_builder import fused_op_spec
@@ -117,17 +122,26 @@ def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str
         return summary, fused, []
     judge = ScheduleJudge(schedule, scorer.target, min_gain)
     costs, ops = judge.costs, schedule.ops
-    estimated, _ = _analyze(path, target, False, min_gain)
+    estimated, estimator = _analyze(path, target, False, min_gain)
+    analysis = estimated.analysis
+    chosen = {tuple(t.id for t in g.tasks) for g in estimated.selection.groups}
+    pairs = [(analysis.tasks[p.first], analysis.tasks[p.second]) for p in find_candidates(analysis).pairs]
+    groups = [g.tasks for g in estimated.selection.groups if len(g.tasks) > 2] + pairs
     out = []
-    for group in estimated.selection.groups:
-        spec = fused_op_spec(estimated.analysis, group.tasks)
+    for tasks in groups:
+        spec = fused_op_spec(analysis, tasks)
         shape = group_of(spec)
+        if not shape.matrix_nodes:
+            continue  # no matrix task: nothing on HMX for the vector work to hide behind
         verdict = judge.verdict(spec)
+        guess = estimator.score(spec)
         d = verdict.details
         vector = [i for i in schedule.of_nodes(set().union(*shape.task_nodes)) if ops[i].resource != "dma"]
         hmx = [i for i in schedule.of_nodes(shape.matrix_nodes) if ops[i].resource == "hmx"]
-        names = lambda engine: "+".join(n.name.removesuffix("_node") for t in spec.tasks if (t.engine == "matrix") == engine  # noqa: E731
-                                        for n in t.nodes if n.op_type not in ("QuantizeLinear", "DequantizeLinear"))[:60]
+        names = lambda matrix: "+".join(n.name.removesuffix("_node") for t in spec.tasks  # noqa: E731
+                                        if (t.engine == "matrix") == matrix for n in t.nodes
+                                        if n.op_type not in ("QuantizeLinear", "DequantizeLinear"))[:48]
+        picked = "selected" if tuple(t.id for t in tasks) in chosen else ("accepted" if guess.accepted else "rejected")
         out.append(Candidate(
             label=f"{names(True)} || {names(False)}",
             vector_us=sum(costs.run[i] - costs.overhead[i] for i in vector) / 1e3,
@@ -135,7 +149,8 @@ def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str
             added_us=d["schedule.added_ns"] / 1e3 if "schedule.added_ns" in d else None,
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
-            accepted=verdict.accepted, reason=verdict.reason))
+            accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
+            work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
 
 
@@ -180,24 +195,25 @@ def render(rows: list[Row], header: bool = True) -> str:
                      f"{len(r.candidates)} | {ceiling:.2f} ({100 * ceiling / s['replay_us']:.2f}%) | {r.fused_with_schedule} |")
     if header and any(r.candidates for r in rows):
         lines += ["", "| model | target | candidate (matrix || vector) | vector us | matrix us | added us | t2 us | t4 us | "
-                      "fused/original | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+                      "fused/original | estimated | schedule verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for c in r.candidates:
             if header:
                 why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason[:90]
                 lines.append(f"| {r.model} | {r.target} | {c.label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
-                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | "
+                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | {c.estimated} | "
                              f"{'fuse' if c.accepted else 'no'}: {why} |")
             else:
                 lines.append(f"#   {c.label}: vector {c.vector_us:.2f} us, matrix {c.matrix_us:.1f} us, "
-                             f"added {_f(c.added_us, 2)} us, t2 {c.t2_us:.1f}, t4 {_f(c.t4_us)}: {c.reason[:160]}")
+                             f"added {_f(c.added_us, 2)} us, t2 {c.t2_us:.1f}, t4 {_f(c.t4_us)}, estimated {c.estimated}: {c.reason[:160]}")
     return "\n".join(lines)
 
 
 def to_json(rows: list[Row]) -> list[dict[str, Any]]:
     return [{"model": r.model, "target": r.target, "prepare_s": r.prepare_s, "note": r.note, "schedule": r.schedule,
              "fused_with_schedule": r.fused_with_schedule, "ceiling_us": r.ceiling_us,
-             "candidates": [{**c.__dict__, "ratio": c.ratio} for c in r.candidates]} for r in rows]
+             "candidates": [{**{k: v for k, v in c.__dict__.items() if k != "work"}, "ratio": c.ratio}
+                            for c in r.candidates]} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.tools.realsize import Layer, build, cache_dir, parse_layer
+from hexfuse.tools.realsize import Layer, Requests, build, cache_dir, parse_layer
 
 DEFAULT_LAYERS = ("llama-3.2-1b:prefill:128", "llama-3.2-1b:decode:512")
 PREPARE_TIMEOUT_S = 1800.0
@@ -154,7 +154,7 @@ def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str
     return summary, fused, out
 
 
-def bench(layers: list[Layer], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
+def bench(layers: list[Layer | Requests], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
           say=print) -> list[Row]:
     rows = []
     for layer in layers:

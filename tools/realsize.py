@@ -18,7 +18,8 @@ the KV heads are repeated to the query heads by Unsqueeze/Expand/Reshape (groupe
 Quantized to QDQ with ONNX Runtime's QNN helpers as ``models/build_models.py`` does: w8a8 (uint8
 activations and weights) or w8a16 (uint16 activations, uint8 weights), random calibration feeds.
 
-    python -m hexfuse.tools.realsize llama-3.2-1b prefill 128 --precision w8a8   # prints the cached path
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8        # prints the cached path
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
 """
 
 from __future__ import annotations
@@ -106,6 +107,31 @@ class Layer:
         if self.mode == "decode":
             shapes["past_k"] = shapes["past_v"] = (1, c.kv_heads, self.size, c.head_dim)
         return shapes
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Two layers as two independent requests in one graph (``hexfuse merge``; equal weights stored once)."""
+
+    first: Layer
+    second: Layer
+
+    @property
+    def stem(self) -> str:
+        return f"{self.first.stem}+{self.second.stem}"
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.first.key}+{self.second.key}".encode()).hexdigest()[:16]
+
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        return {f"{name}/{k}": v for name, layer in zip(self.names, (self.first, self.second))
+                for k, v in layer.inputs().items()}
+
+    @property
+    def names(self) -> tuple[str, str]:
+        a, b = self.first.mode, self.second.mode
+        return (a, b) if a != b else (f"{a}0", f"{b}1")
 
 
 def cache_dir() -> Path:
@@ -259,13 +285,22 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
     return q
 
 
-def build(layer: Layer, cache: Path | None = None) -> Path:
+def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
     """The cached model file of ``layer`` (built and written atomically when missing)."""
     folder = cache or cache_dir()
     path = folder / f"{layer.stem}.{layer.key}.onnx"
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(layer, Requests):
+        from hexfuse.graph_passes.merge import merge_models
+
+        merged = merge_models(build(layer.first, cache), build(layer.second, cache), layer.names).model
+        with tempfile.TemporaryDirectory(dir=folder) as td:
+            tmp = Path(td) / "out.onnx"
+            onnx.save(merged, str(tmp))
+            os.replace(tmp, path)
+        return path
     model = float_model(layer)
     with tempfile.TemporaryDirectory(dir=folder) as td:
         if layer.precision != "float":
@@ -276,8 +311,13 @@ def build(layer: Layer, cache: Path | None = None) -> Path:
     return path
 
 
-def parse_layer(text: str) -> Layer:
-    """'llama-3.2-1b:prefill:128[:w8a16]' -> Layer."""
+def parse_layer(text: str) -> Layer | Requests:
+    """'llama-3.2-1b:prefill:128[:w8a16]' -> Layer; 'A+B' -> the two as two requests in one graph."""
+    if "+" in text:
+        first, second = (parse_layer(part) for part in text.split("+", 1))
+        if isinstance(first, Requests) or isinstance(second, Requests):
+            raise HexfuseError(f"realsize: two requests at most, got {text!r}")
+        return Requests(first, second)
     parts = text.split(":")
     if len(parts) not in (3, 4) or parts[0] not in CONFIGS:
         raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION] with CONFIG in {sorted(CONFIGS)}, got {text!r}")
@@ -286,7 +326,8 @@ def parse_layer(text: str) -> Layer:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize", description=__doc__.split("\n\n")[0])
-    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION], e.g. llama-3.2-1b:prefill:128:w8a8")
+    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION], e.g. llama-3.2-1b:prefill:128:w8a8; "
+                    "A+B for two requests in one graph")
     args = ap.parse_args(argv)
     try:
         for text in args.layers:

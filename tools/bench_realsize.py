@@ -57,7 +57,7 @@ class Candidate:
 class Row:
     model: str
     target: str
-    prepare_s: float | None = None  # None: a cached map (prepared before)
+    prepare_s: float | None = None  # None: a cached map whose prepare time was not recorded
     note: str = ""  # why there is no schedule (timeout, failure)
     schedule: dict[str, Any] = field(default_factory=dict)
     fused_with_schedule: int = 0
@@ -80,8 +80,10 @@ def _map_of(path: Path, target: str):
 def prepare(path: Path, target: str, timeout_s: float, log_dir: Path) -> tuple[float | None, str]:
     """``hexfuse engines`` for one model and target unless its map is cached: (seconds, failure note)."""
     found = _map_of(path, target)
+    times = log_dir / "prepare_seconds.json"  # what earlier runs measured, by model file and target
+    known = json.loads(times.read_text()) if times.is_file() else {}
     if found is not None and found.schedule is not None:
-        return None, ""
+        return known.get(f"{path.name}:{target}"), ""
     log = log_dir / f"{path.stem}.{target}.engines.log"
     start = time.perf_counter()
     try:
@@ -94,6 +96,10 @@ def prepare(path: Path, target: str, timeout_s: float, log_dir: Path) -> tuple[f
     if done.returncode != 0:
         tail = log.read_text().strip().splitlines()[-1:] or ["(no output)"]
         return seconds, f"hexfuse engines failed (exit {done.returncode}): {tail[0][:200]}"
+    known[f"{path.name}:{target}"] = round(seconds, 1)
+    tmp = times.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+    os.replace(tmp, times)
     return seconds, ""
 
 

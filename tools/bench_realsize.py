@@ -13,6 +13,8 @@ The ceiling of a model is what overlap could hide at most: the vector work of al
 
     python -m hexfuse.tools.bench_realsize                                # the default list, sm8650
     python -m hexfuse.tools.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
+    python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+    python -m hexfuse.tools.bench_realsize --render out.json other.json                      # tables again
 """
 
 from __future__ import annotations
@@ -222,6 +224,18 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
                             for c in r.candidates]} for r in rows]
 
 
+def from_json(rows: list[dict[str, Any]]) -> list[Row]:
+    """Rows written by ``--json`` (the per-op work of the ceiling is not kept: the stored ceiling is)."""
+    out = []
+    for r in rows:
+        keep = [Candidate(**{k: v for k, v in c.items() if k != "ratio"}) for c in r["candidates"]]
+        row = Row(r["model"], r["target"], r["prepare_s"], r["note"], r["schedule"], r["fused_with_schedule"], keep)
+        if keep:
+            keep[0].work = {-1: r["ceiling_us"] * 1e3}  # one entry carries the stored ceiling
+        out.append(row)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench_realsize", description=__doc__.split("\n\n")[0])
     ap.add_argument("layers", nargs="*", default=list(DEFAULT_LAYERS), help="CONFIG:MODE:SIZE[:PRECISION]")
@@ -229,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=PREPARE_TIMEOUT_S, help="seconds per simulator prepare")
     ap.add_argument("--min-gain", type=float, default=MIN_GAIN)
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--render", nargs="+", metavar="ROWS.json", help="print the table of earlier --json files, run nothing")
     args = ap.parse_args(argv)
+    if args.render:
+        print(render([row for name in args.render for row in from_json(json.loads(Path(name).read_text()))]))
+        return 0
     try:
         layers = [parse_layer(text) for text in args.layers]
         log_dir = cache_dir() / "logs"

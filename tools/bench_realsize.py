@@ -217,6 +217,24 @@ def render(rows: list[Row], header: bool = True) -> str:
     return "\n".join(lines)
 
 
+def render_summary(rows: list[Row]) -> str:
+    """One line per model and target: the ceiling, and the best any candidate does in the replay."""
+    lines = ["| model | target | prepare s | replay us | ceiling us (% of replay) | candidates | task work > added | "
+             "best fused/original (candidate) | fused |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r.schedule:
+            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} ||||||")
+            continue
+        replayed = [c for c in r.candidates if c.ratio is not None]
+        best = min(replayed, key=lambda c: c.ratio, default=None)
+        covered = sum(1 for c in replayed if c.added_us is not None and c.vector_us > c.added_us)
+        lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.schedule['replay_us']:.1f} | "
+                     f"{r.ceiling_us:.1f} ({100 * r.ceiling_us / r.schedule['replay_us']:.1f}%) | {len(r.candidates)} | "
+                     f"{covered} | {_f(best.ratio, 3) if best else '-'} ({best.label if best else 'none replayed'}) | "
+                     f"{sum(c.accepted for c in r.candidates)} |")
+    return "\n".join(lines)
+
+
 def to_json(rows: list[Row]) -> list[dict[str, Any]]:
     return [{"model": r.model, "target": r.target, "prepare_s": r.prepare_s, "note": r.note, "schedule": r.schedule,
              "fused_with_schedule": r.fused_with_schedule, "ceiling_us": r.ceiling_us,
@@ -244,9 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-gain", type=float, default=MIN_GAIN)
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--render", nargs="+", metavar="ROWS.json", help="print the table of earlier --json files, run nothing")
+    ap.add_argument("--summary", action="store_true", help="one line per model and target instead of every candidate")
     args = ap.parse_args(argv)
     if args.render:
-        print(render([row for name in args.render for row in from_json(json.loads(Path(name).read_text()))]))
+        rows = [row for name in args.render for row in from_json(json.loads(Path(name).read_text()))]
+        print(render_summary(rows) if args.summary else render(rows))
         return 0
     try:
         layers = [parse_layer(text) for text in args.layers]
@@ -257,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     except HexfuseError as exc:
         print(f"hexfuse: error: {exc}", file=sys.stderr)
         return 1
-    print(render(rows))
+    print(render_summary(rows) if args.summary else render(rows))
     if args.json:
         tmp = f"{args.json}.tmp{os.getpid()}"
         Path(tmp).write_text(json.dumps(to_json(rows), indent=1))

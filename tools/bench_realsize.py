@@ -202,7 +202,11 @@ def _f(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def render(rows: list[Row], header: bool = True) -> str:
+def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
+    """``top``: per model and target only the candidates the replay reached (t4), best ratio first, at most that many."""
+    if top:
+        rows = [Row(r.model, r.target, r.prepare_s, r.note, r.schedule, r.fused_with_schedule,
+                    sorted((c for c in r.candidates if c.ratio is not None), key=lambda c: c.ratio)[:top]) for r in rows]
     lines = []
     if header:
         lines += ["| model | target | prepare s | QNN ops | HMX ops | replay us | main / HVX busy us | HVX ops beside HMX | "
@@ -280,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--render", nargs="+", metavar="ROWS.json", help="print the table of earlier --json files, run nothing")
     ap.add_argument("--summary", action="store_true", help="one line per model and target instead of every candidate")
+    ap.add_argument("--top", type=int, default=0, help="per model and target, only the N best replayed candidates")
     args = ap.parse_args(argv)
     if args.render:
         rows = [row for name in args.render for row in from_json(json.loads(Path(name).read_text()))]
-        print(render_summary(rows) if args.summary else render(rows))
+        print(render_summary(rows) if args.summary else render(rows, top=args.top))
         return 0
     try:
         layers = [parse_layer(text) for text in args.layers]
@@ -294,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     except HexfuseError as exc:
         print(f"hexfuse: error: {exc}", file=sys.stderr)
         return 1
-    print(render_summary(rows) if args.summary else render(rows))
+    print(render_summary(rows) if args.summary else render(rows, top=args.top))
     if args.json:
         tmp = f"{args.json}.tmp{os.getpid()}"
         Path(tmp).write_text(json.dumps(to_json(rows), indent=1))

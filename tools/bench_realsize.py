@@ -47,6 +47,7 @@ class Candidate:
     t4_us: float | None
     accepted: bool
     reason: str
+    t4_codes_us: float | None = None  # t4 with port/join copies priced at the activation codes' width (see codes_t4_ns)
     estimated: str = ""  # the estimated cost model (--ignore-schedule): selected / accepted / rejected
     work: dict[int, float] = field(default_factory=dict, repr=False)  # vector op index -> ns (for the ceiling)
 
@@ -129,7 +130,24 @@ def reordered_ns(judge) -> float:
     return replay(graph, judge.target.hvx_contexts).latency_ns
 
 
-def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str, Any], int, list[Candidate]]:
+def codes_t4_ns(judge, shape, code_bytes: int) -> float | None:
+    """t4 with the fused form's copies priced at ``code_bytes`` per element. schedule_verdict.group_of
+    counts port bytes at the spec's dtype, float32 for a QDQ model's ports, while on HTP a task op
+    receives the activations as uint8/uint16 codes (docs/htp.md section 2): a sensitivity check."""
+    from hexfuse.graph_passes.cost.replay import Group, Unholdable, fuse_group, replay
+
+    scale = code_bytes / 4
+    group = Group(shape.matrix_nodes, shape.task_nodes, tuple(int(b * scale) for b in shape.port_bytes),
+                  tuple(int(b * scale) for b in shape.output_bytes))
+    try:
+        fused = fuse_group(judge.schedule, judge.costs, judge.target, group)
+    except Unholdable:
+        return None
+    return None if fused is None else replay(fused.graph, judge.target.hvx_contexts).latency_ns
+
+
+def judge_candidates(path: Path, target: str, min_gain: float,
+                     code_bytes: int | None = None) -> tuple[dict[str, Any], int, list[Candidate]]:
     """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
     pass finds (candidates.py) with the estimated model's verdict and the schedule replay's)."""
     from hexfuse.graph_passes.candidates import find_candidates
@@ -174,9 +192,17 @@ def judge_candidates(path: Path, target: str, min_gain: float) -> tuple[dict[str
             added_us=d["schedule.added_ns"] / 1e3 if "schedule.added_ns" in d else None,
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
+            t4_codes_us=(ns / 1e3 if code_bytes and "schedule.t4_ns" in d and (ns := codes_t4_ns(judge, shape, code_bytes))
+                         else None),
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
+
+
+def code_bytes(layer: Layer | Requests) -> int | None:
+    """Bytes per activation code on HTP (None for a float model)."""
+    first = layer.first if isinstance(layer, Requests) else layer
+    return {"w8a8": 1, "w8a16": 2}.get(first.precision)
 
 
 def bench(layers: list[Layer | Requests], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
@@ -192,7 +218,8 @@ def bench(layers: list[Layer | Requests], targets: list[str], timeout_s: float, 
             say(f"# {layer.stem} {target}: prepare {'cached' if row.prepare_s is None else f'{row.prepare_s:.0f} s'}"
                 f"{' - ' + row.note if row.note else ''}")
             if not row.note:
-                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain)
+                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain,
+                                                                                         code_bytes(layer))
             rows.append(row)
             say(render([row], header=False))
     return rows
@@ -224,13 +251,14 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
                      f"{len(r.candidates)} | {ceiling:.2f} ({100 * ceiling / s['replay_us']:.2f}%) | {r.fused_with_schedule} |")
     if header and any(r.candidates for r in rows):
         lines += ["", "| model | target | candidate (matrix || vector) | vector us | matrix us | added us | t2 us | t4 us | "
-                      "fused/original | estimated | schedule verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                      "fused/original | t4 at code-width copies | estimated | schedule verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for c in r.candidates:
             if header:
                 why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason[:90]
                 lines.append(f"| {r.model} | {r.target} | {c.label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
-                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | {c.estimated} | "
+                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | {_f(c.t4_codes_us)} | {c.estimated} | "
                              f"{'fuse' if c.accepted else 'no'}: {why} |")
             else:
                 lines.append(f"#   {c.label}: vector {c.vector_us:.2f} us, matrix {c.matrix_us:.1f} us, "
@@ -241,18 +269,21 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
 def render_summary(rows: list[Row]) -> str:
     """One line per model and target: the ceiling, and the best any candidate does in the replay."""
     lines = ["| model | target | prepare s | replay us | same, fused order us | ceiling us (% of replay) | candidates | "
-             "task work > added | best fused/original (candidate) | fused |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "task work > added | best fused/original (candidate) | best at code-width copies | fused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r.schedule:
-            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} |||||||")
+            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} ||||||||")
             continue
         replayed = [c for c in r.candidates if c.ratio is not None]
         best = min(replayed, key=lambda c: c.ratio, default=None)
+        coded = [c.t4_codes_us / c.t2_us for c in replayed if c.t4_codes_us is not None]
         covered = sum(1 for c in replayed if c.added_us is not None and c.vector_us > c.added_us)
         lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.schedule['replay_us']:.1f} | "
-                     f"{_f(r.schedule.get('replay_reordered_us'))} | {r.ceiling_us:.1f} ({100 * r.ceiling_us / r.schedule['replay_us']:.1f}%) | {len(r.candidates)} | "
+                     f"{_f(r.schedule.get('replay_reordered_us'))} | "
+                     f"{r.ceiling_us:.1f} ({100 * r.ceiling_us / r.schedule['replay_us']:.1f}%) | {len(r.candidates)} | "
                      f"{covered} | {_f(best.ratio, 3) if best else '-'} ({best.label if best else 'none replayed'}) | "
-                     f"{sum(c.accepted for c in r.candidates)} |")
+                     f"{_f(min(coded, default=None), 3)} | {sum(c.accepted for c in r.candidates)} |")
     return "\n".join(lines)
 
 

@@ -41,6 +41,8 @@ from hexfuse.graph_passes.errors import HexfuseError
 
 SCHEMA = 1  # bump when the graph built for a key changes (the cache key includes it)
 OPSET = 17
+OPSET_16BIT = 21  # 16-bit Q/DQ in the ai.onnx domain (below 21 ORT's quantizer writes com.microsoft Q/DQ,
+                  # which the pass does not know and treats as barriers)
 SEED = 20260
 CALIB_SAMPLES = 3
 MASK_VALUE = -100.0  # not -inf: a QDQ range that holds it still resolves the unmasked scores
@@ -93,9 +95,16 @@ class Layer:
 
     @property
     def key(self) -> str:
-        blob = json.dumps({"schema": SCHEMA, "config": asdict(self.config), "mode": self.mode, "size": self.size,
-                           "precision": self.precision, "seed": SEED, "calib": CALIB_SAMPLES}, sort_keys=True)
+        fields = {"schema": SCHEMA, "config": asdict(self.config), "mode": self.mode, "size": self.size,
+                  "precision": self.precision, "seed": SEED, "calib": CALIB_SAMPLES}
+        if self.opset != OPSET:  # (keys of opset-17 layers stay those of the models already cached)
+            fields["opset"] = self.opset
+        blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def opset(self) -> int:
+        return OPSET_16BIT if self.precision == "w8a16" else OPSET
 
     @property
     def tokens(self) -> int:
@@ -185,7 +194,8 @@ def float_model(layer: Layer) -> onnx.ModelProto:
 
     def rmsnorm(x: str, prefix: str) -> str:
         sq = b.op("Mul", [x, x], f"{prefix}_sq")
-        mean = b.op("ReduceMean", [sq], f"{prefix}_mean", axes=[-1], keepdims=1)
+        mean = (b.op("ReduceMean", [sq, b.ints(f"{prefix}_axes", [-1])], f"{prefix}_mean", keepdims=1) if layer.opset >= 18
+                else b.op("ReduceMean", [sq], f"{prefix}_mean", axes=[-1], keepdims=1))
         var = b.op("Add", [mean, b.const(f"{prefix}_eps", np.array(c.eps, np.float32))], f"{prefix}_var")
         rms = b.op("Sqrt", [var], f"{prefix}_rms")
         normed = b.op("Div", [x, rms], f"{prefix}_normed")
@@ -248,7 +258,7 @@ def float_model(layer: Layer) -> onnx.ModelProto:
     outputs = [helper.make_tensor_value_info(y, f32, [1, T, c.hidden]),
                helper.make_tensor_value_info(k, f32, kv), helper.make_tensor_value_info(v, f32, kv)]
     graph = helper.make_graph(b.nodes, layer.stem.replace(".", "_").replace("-", "_"), inputs, outputs, b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hexfuse.realsize")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", layer.opset)], producer_name="hexfuse.realsize")
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model

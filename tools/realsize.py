@@ -4,14 +4,14 @@ into a cache (``~/.cache/hexfuse/realsize``, ``$HEXFUSE_REALSIZE_CACHE``), never
 
 One Llama-style layer, batch 1, T query tokens, S = T (prefill) or L + 1 (decode) key tokens:
 
-    x ─┬─ RMSNorm ─┬─ MatMul Wq ─ Reshape/Transpose ─ RoPE ───────────────────────┐
-       │           ├─ MatMul Wk ─ Reshape/Transpose ─ RoPE ─ [Concat past_k] ─ repeat KV ─ QK^T/sqrt(d)
-       │           └─ MatMul Wv ─ Reshape/Transpose ─ [Concat past_v] ─ repeat KV ─┐     │ (+ causal mask)
-       │                                                                          │   Softmax
-       │                                                                          └─ PV ─ Transpose/Reshape ─ MatMul Wo
-       └──────────────────────────────────────────────────────────────────────── Add ─┬─ RMSNorm ─┬─ MatMul Wg ─ Sigmoid*g ─┐
-                                                                                        │           └─ MatMul Wu ─────────── Mul ─ MatMul Wd
-                                                                                        └──────────────────────────────────────────── Add ─ y
+    x ─┬─ RMSNorm ─┬─ Wq ─ heads ─ RoPE ────────────────────────────────┐
+       │           ├─ Wk ─ heads ─ RoPE ─ [Concat past_k] ─ repeat KV ─ QK^T/sqrt(d) [+ mask] ─ Softmax ─┐
+       │           └─ Wv ─ heads ─────── [Concat past_v] ─ repeat KV ───────────────────────────── PV ─┘
+       │                                                                     merge heads ─ Wo ─┐
+       └──────────────────────────────────────────────────────────────────────────────────── Add ─ r
+    r ─┬─ RMSNorm ─┬─ Wg ─ Sigmoid(g)*g ─┐
+       │           └─ Wu ──────────── Mul ─ Wd ─┐
+       └─────────────────────────────────────── Add ─ y          (outputs: y, present_k, present_v)
 
 RoPE is the usual rotate-half (Slice, Neg, Concat, Mul, Add) with cos/sin as constants of the positions;
 the KV heads are repeated to the query heads by Unsqueeze/Expand/Reshape (grouped-query attention).

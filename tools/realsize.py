@@ -1,0 +1,352 @@
+"""Real-dimension decoder layers (static shapes, seeded random weights) for judging speed at the sizes
+QNN users run (issues 23 and 24). Built with ``onnx.helper`` and numpy only; written at benchmark time
+into a cache (``~/.cache/hexfuse/realsize``, ``$HEXFUSE_REALSIZE_CACHE``), never committed.
+
+One Llama-style layer, batch 1, T query tokens, S = T (prefill) or L + 1 (decode) key tokens:
+
+    x ─┬─ RMSNorm ─┬─ Wq ─ heads ─ RoPE ────────────────────────────────┐
+       │           ├─ Wk ─ heads ─ RoPE ─ [Concat past_k] ─ repeat KV ─ QK^T/sqrt(d) [+ mask] ─ Softmax ─┐
+       │           └─ Wv ─ heads ─────── [Concat past_v] ─ repeat KV ───────────────────────────── PV ─┘
+       │                                                                     merge heads ─ Wo ─┐
+       └──────────────────────────────────────────────────────────────────────────────────── Add ─ r
+    r ─┬─ RMSNorm ─┬─ Wg ─ Sigmoid(g)*g ─┐
+       │           └─ Wu ──────────── Mul ─ Wd ─┐
+       └─────────────────────────────────────── Add ─ y          (outputs: y, present_k, present_v)
+
+RoPE is the usual rotate-half (Slice, Neg, Concat, Mul, Add) with cos/sin as constants of the positions;
+the KV heads are repeated to the query heads by Unsqueeze/Expand/Reshape (grouped-query attention).
+Quantized to QDQ with ONNX Runtime's QNN helpers as ``models/build_models.py`` does: w8a8 (uint8
+activations and weights) or w8a16 (uint16 activations, uint8 weights), random calibration feeds.
+
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8        # prints the cached path
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from hexfuse.graph_passes.errors import HexfuseError
+
+SCHEMA = 1  # bump when the graph built for a key changes (the cache key includes it)
+OPSET = 17
+OPSET_16BIT = 21  # 16-bit Q/DQ in the ai.onnx domain (below 21 ORT's quantizer writes com.microsoft Q/DQ,
+                  # which the pass does not know and treats as barriers)
+SEED = 20260
+CALIB_SAMPLES = 3
+MASK_VALUE = -100.0  # not -inf: a QDQ range that holds it still resolves the unmasked scores
+ROPE_THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp: int
+    eps: float = 1e-5
+
+
+# Published configs (the models' config.json on their hub pages).
+CONFIGS = {c.name: c for c in (
+    Config("llama-3.2-1b", 2048, 32, 8, 64, 8192),
+    Config("llama-3.2-3b", 3072, 24, 8, 128, 8192),
+    Config("qwen2.5-1.5b", 1536, 12, 2, 128, 8960, 1e-6),
+    Config("phi-3.5-mini", 3072, 32, 32, 96, 8192),
+    Config("tiny", 256, 4, 2, 64, 512),  # real per-head dims, small everything else (CI)
+)}
+MODES = ("prefill", "decode")
+PRECISIONS = ("float", "w8a8", "w8a16")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer to build: ``size`` is T for prefill, the KV cache length L for decode."""
+
+    config: Config
+    mode: str
+    size: int
+    precision: str = "w8a8"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise HexfuseError(f"realsize: mode must be one of {MODES}, got {self.mode!r}")
+        if self.precision not in PRECISIONS:
+            raise HexfuseError(f"realsize: precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.size < 1:
+            raise HexfuseError(f"realsize: size must be positive, got {self.size}")
+
+    @property
+    def stem(self) -> str:
+        return f"{self.config.name}_{self.mode}{self.size}_{self.precision}"
+
+    @property
+    def key(self) -> str:
+        fields = {"schema": SCHEMA, "config": asdict(self.config), "mode": self.mode, "size": self.size,
+                  "precision": self.precision, "seed": SEED, "calib": CALIB_SAMPLES}
+        if self.opset != OPSET:  # (keys of opset-17 layers stay those of the models already cached)
+            fields["opset"] = self.opset
+        blob = json.dumps(fields, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def opset(self) -> int:
+        return OPSET_16BIT if self.precision == "w8a16" else OPSET
+
+    @property
+    def tokens(self) -> int:
+        return self.size if self.mode == "prefill" else 1
+
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        c = self.config
+        shapes = {"x": (1, self.tokens, c.hidden)}
+        if self.mode == "decode":
+            shapes["past_k"] = shapes["past_v"] = (1, c.kv_heads, self.size, c.head_dim)
+        return shapes
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Two layers as two independent requests in one graph (``hexfuse merge``; equal weights stored once)."""
+
+    first: Layer
+    second: Layer
+
+    @property
+    def stem(self) -> str:
+        return f"{self.first.stem}+{self.second.stem}"
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.first.key}+{self.second.key}".encode()).hexdigest()[:16]
+
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        return {f"{name}/{k}": v for name, layer in zip(self.names, (self.first, self.second))
+                for k, v in layer.inputs().items()}
+
+    @property
+    def names(self) -> tuple[str, str]:
+        a, b = self.first.mode, self.second.mode
+        return (a, b) if a != b else (f"{a}0", f"{b}1")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("HEXFUSE_REALSIZE_CACHE")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "hexfuse" / "realsize"
+
+
+def example_inputs(layer: Layer, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in layer.inputs().items()}
+
+
+# --- the float graph ------------------------------------------------------------------------------
+class _Builder:
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng, self.nodes, self.inits, self.n = rng, [], [], 0
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def weight(self, name: str, shape: tuple[int, ...], scale: float) -> str:
+        return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def ints(self, name: str, values) -> str:
+        return self.const(name, np.asarray(values, dtype=np.int64))
+
+    def op(self, op_type: str, inputs: list[str], name: str, outputs: int = 1, **attrs) -> str | list[str]:
+        self.n += 1
+        outs = [f"{name}" if outputs == 1 else f"{name}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outs, name=f"{name}_node", **attrs))
+        return outs[0] if outputs == 1 else outs
+
+
+def _rope_tables(positions: np.ndarray, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    inv = 1.0 / ROPE_THETA ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(positions, inv)
+    angles = np.concatenate([angles, angles], axis=-1)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def float_model(layer: Layer) -> onnx.ModelProto:
+    c, T = layer.config, layer.tokens
+    S = T if layer.mode == "prefill" else layer.size + 1
+    rng = np.random.default_rng(SEED)
+    b = _Builder(rng)
+    std = 1.0 / np.sqrt(c.hidden)
+
+    def rmsnorm(x: str, prefix: str) -> str:
+        sq = b.op("Mul", [x, x], f"{prefix}_sq")
+        mean = (b.op("ReduceMean", [sq, b.ints(f"{prefix}_axes", [-1])], f"{prefix}_mean", keepdims=1) if layer.opset >= 18
+                else b.op("ReduceMean", [sq], f"{prefix}_mean", axes=[-1], keepdims=1))
+        var = b.op("Add", [mean, b.const(f"{prefix}_eps", np.array(c.eps, np.float32))], f"{prefix}_var")
+        rms = b.op("Sqrt", [var], f"{prefix}_rms")
+        normed = b.op("Div", [x, rms], f"{prefix}_normed")
+        gamma = b.const(f"{prefix}_gamma", (1.0 + 0.02 * rng.standard_normal(c.hidden)).astype(np.float32))
+        return b.op("Mul", [normed, gamma], f"{prefix}_out")
+
+    def heads(x: str, n: int, prefix: str) -> str:  # [1, T, n*d] -> [1, n, T, d]
+        r = b.op("Reshape", [x, b.ints(f"{prefix}_shape", [1, T, n, c.head_dim])], f"{prefix}_split")
+        return b.op("Transpose", [r], f"{prefix}_heads", perm=[0, 2, 1, 3])
+
+    positions = np.arange(T) if layer.mode == "prefill" else np.array([layer.size])
+    cos, sin = _rope_tables(positions, c.head_dim)
+    cos_name, sin_name = b.const("rope_cos", cos), b.const("rope_sin", sin)
+    half = c.head_dim // 2
+
+    def rope(x: str, prefix: str) -> str:
+        x1 = b.op("Slice", [x, b.ints(f"{prefix}_s0", [0]), b.ints(f"{prefix}_e0", [half]), b.ints(f"{prefix}_ax0", [-1])], f"{prefix}_x1")
+        x2 = b.op("Slice", [x, b.ints(f"{prefix}_s1", [half]), b.ints(f"{prefix}_e1", [c.head_dim]), b.ints(f"{prefix}_ax1", [-1])], f"{prefix}_x2")
+        rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=-1)
+        return b.op("Add", [b.op("Mul", [x, cos_name], f"{prefix}_cos"), b.op("Mul", [rot, sin_name], f"{prefix}_sin")], f"{prefix}_out")
+
+    def repeat_kv(x: str, prefix: str) -> str:  # [1, kv, S, d] -> [1, heads, S, d]
+        rep = c.heads // c.kv_heads
+        if rep == 1:
+            return x
+        u = b.op("Unsqueeze", [x, b.ints(f"{prefix}_axis", [2])], f"{prefix}_unsq")
+        e = b.op("Expand", [u, b.ints(f"{prefix}_to", [1, c.kv_heads, rep, S, c.head_dim])], f"{prefix}_expand")
+        return b.op("Reshape", [e, b.ints(f"{prefix}_shape", [1, c.heads, S, c.head_dim])], f"{prefix}_rep")
+
+    h = rmsnorm("x", "attn_norm")
+    q = rope(heads(b.op("MatMul", [h, b.weight("wq", (c.hidden, c.heads * c.head_dim), std)], "q_proj"), c.heads, "q"), "q_rope")
+    k = rope(heads(b.op("MatMul", [h, b.weight("wk", (c.hidden, c.kv_heads * c.head_dim), std)], "k_proj"), c.kv_heads, "k"), "k_rope")
+    v = heads(b.op("MatMul", [h, b.weight("wv", (c.hidden, c.kv_heads * c.head_dim), std)], "v_proj"), c.kv_heads, "v")
+    if layer.mode == "decode":
+        k = b.op("Concat", ["past_k", k], "present_k", axis=2)
+        v = b.op("Concat", ["past_v", v], "present_v", axis=2)
+    else:
+        k = b.op("Identity", [k], "present_k")
+        v = b.op("Identity", [v], "present_v")
+    kt = b.op("Transpose", [repeat_kv(k, "k_rep")], "k_t", perm=[0, 1, 3, 2])
+    scores = b.op("Mul", [b.op("MatMul", [q, kt], "qk"), b.const("inv_sqrt_d", np.array(1 / np.sqrt(c.head_dim), np.float32))], "scores")
+    if layer.mode == "prefill":
+        mask = np.triu(np.full((T, T), MASK_VALUE, np.float32), k=1)[None, None]
+        scores = b.op("Add", [scores, b.const("causal_mask", mask)], "masked")
+    probs = b.op("Softmax", [scores], "probs", axis=-1)
+    attn = b.op("MatMul", [probs, repeat_kv(v, "v_rep")], "pv")
+    merged = b.op("Reshape", [b.op("Transpose", [attn], "attn_t", perm=[0, 2, 1, 3]), b.ints("merge_shape", [1, T, c.heads * c.head_dim])], "attn_merged")
+    o = b.op("MatMul", [merged, b.weight("wo", (c.heads * c.head_dim, c.hidden), std)], "o_proj")
+    r1 = b.op("Add", ["x", o], "resid1")
+    h2 = rmsnorm(r1, "mlp_norm")
+    gate = b.op("MatMul", [h2, b.weight("wg", (c.hidden, c.mlp), std)], "gate_proj")
+    up = b.op("MatMul", [h2, b.weight("wu", (c.hidden, c.mlp), std)], "up_proj")
+    act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate], "gate_sig")], "silu"), up], "swiglu")
+    down = b.op("MatMul", [act, b.weight("wd", (c.mlp, c.hidden), 1.0 / np.sqrt(c.mlp))], "down_proj")
+    y = b.op("Add", [r1, down], "y")
+
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
+    kv = [1, c.kv_heads, S, c.head_dim]
+    outputs = [helper.make_tensor_value_info(y, f32, [1, T, c.hidden]),
+               helper.make_tensor_value_info(k, f32, kv), helper.make_tensor_value_info(v, f32, kv)]
+    graph = helper.make_graph(b.nodes, layer.stem.replace(".", "_").replace("-", "_"), inputs, outputs, b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", layer.opset)], producer_name="hexfuse.realsize")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+# --- quantization (as models/build_models.py quantize_qdq) ----------------------------------------
+def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.ModelProto:
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
+
+    class RandomReader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = [example_inputs(layer, SEED + 100 + i) for i in range(CALIB_SAMPLES)]
+            self.i = 0
+
+        def get_next(self):
+            if self.i >= len(self.feeds):
+                return None
+            self.i += 1
+            return self.feeds[self.i - 1]
+
+        def rewind(self) -> None:
+            self.i = 0
+
+    activations = QuantType.QUInt16 if layer.precision == "w8a16" else QuantType.QUInt8
+    fpath, pre, qpath = (str(workdir / n) for n in ("float.onnx", "pre.onnx", "qdq.onnx"))
+    onnx.save(model, fpath)
+    src = pre if qnn_preprocess_model(fpath, pre) else fpath
+    cfg = get_qnn_qdq_config(src, RandomReader(), activation_type=activations, weight_type=QuantType.QUInt8)
+    quantize(src, qpath, cfg)
+    q = onnx.load(qpath)
+    del q.metadata_props[:]
+    q.doc_string = ""
+    return q
+
+
+def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
+    """The cached model file of ``layer`` (built and written atomically when missing)."""
+    folder = cache or cache_dir()
+    path = folder / f"{layer.stem}.{layer.key}.onnx"
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(layer, Requests):
+        from hexfuse.graph_passes.merge import merge_models
+
+        merged = merge_models(build(layer.first, cache), build(layer.second, cache), layer.names).model
+        with tempfile.TemporaryDirectory(dir=folder) as td:
+            tmp = Path(td) / "out.onnx"
+            onnx.save(merged, str(tmp))
+            os.replace(tmp, path)
+        return path
+    model = float_model(layer)
+    with tempfile.TemporaryDirectory(dir=folder) as td:
+        if layer.precision != "float":
+            model = quantize_qdq(model, layer, Path(td))
+        tmp = Path(td) / "out.onnx"
+        onnx.save(model, str(tmp))
+        os.replace(tmp, path)
+    return path
+
+
+def parse_layer(text: str) -> Layer | Requests:
+    """'llama-3.2-1b:prefill:128[:w8a16]' -> Layer; 'A+B' -> the two as two requests in one graph."""
+    if "+" in text:
+        first, second = (parse_layer(part) for part in text.split("+", 1))
+        if isinstance(first, Requests) or isinstance(second, Requests):
+            raise HexfuseError(f"realsize: two requests at most, got {text!r}")
+        return Requests(first, second)
+    parts = text.split(":")
+    if len(parts) not in (3, 4) or parts[0] not in CONFIGS:
+        raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION] with CONFIG in {sorted(CONFIGS)}, got {text!r}")
+    return Layer(CONFIGS[parts[0]], parts[1], int(parts[2]), parts[3] if len(parts) == 4 else "w8a8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize", description=__doc__.split("\n\n")[0])
+    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION], e.g. llama-3.2-1b:prefill:128:w8a8; "
+                    "A+B for two requests in one graph")
+    args = ap.parse_args(argv)
+    try:
+        for text in args.layers:
+            print(build(parse_layer(text)))
+    except HexfuseError as exc:
+        print(f"hexfuse: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

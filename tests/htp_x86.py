@@ -18,3 +18,14 @@ def htp_x86_missing() -> str | None:
     if find_spec("onnxruntime_qnn") is None:
         return "onnxruntime-qnn is not installed"
     return None
+
+
+def last_json(stdout: str):
+    """The last line of a helper's stdout that is JSON: the HTP library prints lines of its own there
+    ("LIBNATIVE: No alternate configuration ..."), from C stdio, in an order that depends on buffering."""
+    import json
+
+    for line in reversed(stdout.strip().splitlines()):
+        if line.lstrip().startswith(("{", "[")):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in the helper's output: {stdout[-2000:]}")

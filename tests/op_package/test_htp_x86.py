@@ -24,7 +24,7 @@ import pytest
 from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec import load_spec
 from tests.builders import unfolded_activation_target
-from tests.htp_x86 import htp_x86_missing
+from tests.htp_x86 import htp_x86_missing, last_json
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).with_name("htp_run.py")
@@ -55,7 +55,7 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
                           capture_output=True, text=True, timeout=1800)
     shutil.rmtree(short, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = last_json(done.stdout)
     assert result["fused_nodes"] and result["claimed"] == result["fused_nodes"], "a fused node was not claimed"
     for out in result["outputs"]:
         if out["grid"] == 0.0 or "qdq" not in name:

@@ -20,7 +20,7 @@ from hexfuse.graph_passes.spec import load_spec
 from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.presets import load_preset
 from tests.builders import unfolded_activation_target
-from tests.htp_x86 import htp_x86_missing
+from tests.htp_x86 import htp_x86_missing, last_json
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = Path(__file__).with_name("device_ctx_check.py")
@@ -62,7 +62,7 @@ def test_context_round_trip_with_the_package(name: str, tmp_path: Path) -> None:
     check = subprocess.run([sys.executable, str(CHECK), str(ctx), str(fused), option, options],
                            capture_output=True, text=True, timeout=TIMEOUT)
     assert check.returncode == 0, check.stderr[-3000:]
-    got = json.loads(check.stdout.strip().splitlines()[-1])
+    got = last_json(check.stdout)
     assert got["equal"] and got["ep_context_nodes"] == 1 and got["context_nodes"] == ["EPContext"], got
     # The binary names the package's ops: without the package registered QNN cannot restore the graph.
     assert "Failed to load from EpContext model" in got["without_package"], got
@@ -78,7 +78,7 @@ def test_context_of_the_original_and_embed_mode_0(tmp_path: Path) -> None:
     options = json.dumps(load_preset("htp_v75_burst").provider_options)
     check = subprocess.run([sys.executable, str(CHECK), str(ctx), str(ROOT / "models" / "googlenet.onnx"), "-", options],
                            capture_output=True, text=True, timeout=TIMEOUT)
-    assert check.returncode == 0 and json.loads(check.stdout.strip().splitlines()[-1])["equal"], check.stderr[-2000:]
+    assert check.returncode == 0 and last_json(check.stdout)["equal"], check.stderr[-2000:]
     again = _hexfuse("compile", str(ROOT / "models" / "googlenet.onnx"), "-o", str(ctx), "--target", "sm8650")
     assert again.returncode == 0 and "embedded" in again.stderr  # replaces the earlier context model
 

@@ -151,10 +151,12 @@ def figure_png(predictions: Sequence[OpPrediction], target) -> bytes:
         axes[0, 0].text(0.5, 0.5, "no fused groups with a prediction", ha="center", va="center")
     handles = [Patch(color=color, label=f"{engine} task") for engine, color in ENGINE_COLORS.items()]
     handles.append(Line2D([0], [0], color="black", linestyle="--", linewidth=0.8, label="t2 best existing (QNN today)"))
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
+    # title on top, legend at the foot: each gets a band of its own so they never overlap
+    band = 0.45 / fig.get_figheight()
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
     fig.suptitle(f"{len(shown)} of {len(predictions)} fused op types, largest total predicted saving first "
                  "(lanes: hmx matrix engine, hvx:<task> HVX contexts given to a task, dma)", fontsize=8, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.tight_layout(rect=(0, band, 1, 1 - band))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)

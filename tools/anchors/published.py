@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, fields
@@ -35,16 +36,7 @@ DEVICES = {"sm8550": "Samsung Galaxy S23", "sm8650": "Samsung Galaxy S24", "sm87
 RUNTIMES = ("onnx", "qnn_dlc")  # preferred first
 PRECISIONS = ("float", "w8a8")
 # ai-hub-models id -> torchvision builder the zoo wraps (its model.py), all at 1x3x224x224 (ImagenetClassifier)
-MODELS = {
-    "googlenet": "googlenet", "resnet18": "resnet18", "resnet50": "resnet50", "resnet101": "resnet101",
-    "mobilenet_v2": "mobilenet_v2", "mobilenet_v3_large": "mobilenet_v3_large",
-    "mobilenet_v3_small": "mobilenet_v3_small", "squeezenet1_1": "squeezenet1_1",
-    "shufflenet_v2": "shufflenet_v2_x0_5", "densenet121": "densenet121", "inception_v3": "inception_v3",
-    "efficientnet_b0": "efficientnet_b0", "efficientnet_b4": "efficientnet_b4",
-    "efficientnet_v2_s": "efficientnet_v2_s", "regnet": "regnet_x_3_2gf", "regnet_y_800mf": "regnet_y_800mf",
-    "wideresnet50": "wide_resnet50_2", "resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d",
-    "mnasnet05": "mnasnet0_5", "convnext_tiny": "convnext_tiny", "convnext_base": "convnext_base", "vit": "vit_b_16",
-}
+MODELS: dict[str, str] = json.loads((Path(__file__).with_name("architectures.json")).read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Model files never enter git: the default folder is outside the repository.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -32,17 +33,8 @@ SIZE = 224  # ImagenetClassifier input (ai-hub-models); every model of the table
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CALIBRATION_IMAGES = 4
 CACHE = Path.home() / ".cache" / "hexfuse" / "anchors"
-# kept in step with published.MODELS (this file must import without hexfuse)
-ARCHS = {
-    "googlenet": "googlenet", "resnet18": "resnet18", "resnet50": "resnet50", "resnet101": "resnet101",
-    "mobilenet_v2": "mobilenet_v2", "mobilenet_v3_large": "mobilenet_v3_large",
-    "mobilenet_v3_small": "mobilenet_v3_small", "squeezenet1_1": "squeezenet1_1",
-    "shufflenet_v2": "shufflenet_v2_x0_5", "densenet121": "densenet121", "inception_v3": "inception_v3",
-    "efficientnet_b0": "efficientnet_b0", "efficientnet_b4": "efficientnet_b4",
-    "efficientnet_v2_s": "efficientnet_v2_s", "regnet": "regnet_x_3_2gf", "regnet_y_800mf": "regnet_y_800mf",
-    "wideresnet50": "wide_resnet50_2", "resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d",
-    "mnasnet05": "mnasnet0_5", "convnext_tiny": "convnext_tiny", "convnext_base": "convnext_base", "vit": "vit_b_16",
-}
+# the same table published.MODELS reads (this file runs in an exporting Python without hexfuse)
+ARCHS: dict[str, str] = json.loads((Path(__file__).with_name("architectures.json")).read_text(encoding="utf-8"))
 # torchvision keyword arguments the zoo passes (its model.py): no aux heads, no input transform in the net
 KWARGS = {"googlenet": {"transform_input": False, "aux_logits": False, "init_weights": True},
           "inception_v3": {"transform_input": False, "aux_logits": False, "init_weights": True}}

@@ -35,6 +35,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -165,8 +166,8 @@ def engine_map_from_schedule(schedule: Schedule, model: onnx.ModelProto, model_n
     absent = tuple(sorted(n for n in onnx_names if n not in nodes))
     happens_before = None
     if schedule.main_list:  # the run lists: QNN's schedule as a happens-before graph, ops named by ONNX node
-        happens_before = qnn_schedule(schedule, lambda origin: onnx_node(moved.get(origin, origin)) or "",
-                                      _node_macs(model))
+        happens_before = replace(qnn_schedule(schedule, lambda origin: onnx_node(moved.get(origin, origin)) or "",
+                                              _node_macs(model)), graph="")  # QNN's graph name hashes the session
     return EngineMap(model_name, sha256, target, nodes, absent,
                      {label: _summarise(steps, label).kernels for label, steps in unattributed.items()},
                      dict(made_with or {}), schedule=happens_before)

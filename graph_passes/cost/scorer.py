@@ -109,14 +109,21 @@ class CostScorer:
         """Verdicts depend on where a group sits in QNN's schedule, not on its structure alone."""
         return self.use_schedule and self.engines is not None and self.engines.schedule is not None
 
-    def _with_schedule(self, op: FusedOp, estimated: Verdict) -> Verdict:
-        """QNN's schedule decides where the engine map has one (per instance: where a group sits in it matters)."""
+    def schedule_judge(self) -> ScheduleJudge | None:
+        """The replay of QNN's schedule of this model (one per scorer), where the engine map holds one."""
         schedule = self.engines.schedule if self.engines is not None and self.use_schedule else None
-        if schedule is None or estimated.reason.startswith("VTCM overflow"):
-            return estimated
+        if schedule is None:
+            return None
         if self._judge is None or self._judge.schedule is not schedule:
             self._judge = ScheduleJudge(schedule, self.target, self.min_gain)
-        return self._judge.verdict(op)  # the estimated baselines would contradict it: they are left out
+        return self._judge
+
+    def _with_schedule(self, op: FusedOp, estimated: Verdict) -> Verdict:
+        """QNN's schedule decides where the engine map has one (per instance: where a group sits in it matters)."""
+        judge = self.schedule_judge()
+        if judge is None or estimated.reason.startswith("VTCM overflow"):
+            return estimated
+        return judge.verdict(op)  # the estimated baselines would contradict it: they are left out
 
     def predict(self, op: FusedOp) -> Baselines:
         """Full prediction with schedules (for timelines and reports), once per group structure."""

@@ -91,13 +91,10 @@ def summarize(analysis: Analysis, groups: tuple[Group, ...], scorer: CostScorer)
 
 def _schedule_summary(scorer: CostScorer, groups: tuple[Group, ...]) -> dict[str, Any]:
     """The original as QNN schedules it, replayed; what the chosen groups save in that replay."""
-    schedule = scorer.engines.schedule if scorer.engines is not None and scorer.use_schedule else None
-    if schedule is None:
+    judge = scorer.schedule_judge()
+    if judge is None:
         return {}
-    from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
-
-    judge = ScheduleJudge(schedule, scorer.target, scorer.min_gain)
-    counts = schedule.counts()
+    counts = judge.schedule.counts()
     saved = sum(g.verdict.details.get("schedule.t2_ns", 0.0) - g.verdict.details.get("schedule.t4_ns", 0.0)
                 for g in groups if "schedule.t4_ns" in g.verdict.details)
     return {"replay_us": round(judge.original.latency_ns / 1e3, 3), "main_busy_us": round(judge.original.main_busy_ns / 1e3, 3),

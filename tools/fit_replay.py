@@ -21,7 +21,6 @@ import itertools
 import json
 import math
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +48,12 @@ def published_rows(path: Path, chipset: str) -> list[Row]:
 def schedule_of(model: Path, target: str, cache: Path):
     """QNN's schedule of ``model`` (engine map made once with `hexfuse engines`, kept in ``cache``)."""
     from hexfuse.graph_passes.engine_map import load_engine_map
+    from hexfuse.tools.qnn_engines import build_engine_map
 
     out = cache / f"{model.stem}.{target}.json"
     if not out.is_file():
         print(f"fit_replay: preparing {model.name} on the HTP simulator (optrace)", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "hexfuse", "engines", str(model), "--target", target, "-o", str(out)],
-                       check=True, capture_output=True, text=True, timeout=1800)
+        build_engine_map(model, target).write(out)
     return load_engine_map(out).schedule
 
 
@@ -73,6 +72,7 @@ def _error(predicted: float, published: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from hexfuse.graph_passes.cost.target import load_target
+    from hexfuse.graph_passes.errors import HexfuseError
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--published", type=Path, default=ROOT / "tools" / "anchors" / "published.csv")
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             schedules[(row.model, row.precision)] = schedule_of(file, target.name, args.maps)
-        except subprocess.SubprocessError as exc:
+        except HexfuseError as exc:
             print(f"fit_replay: {file.name}: the simulator did not prepare it ({exc})", file=sys.stderr)
             continue
         rows.append(row)

@@ -80,6 +80,15 @@ class Schedule:
     main_list: tuple[int, ...] = ()
     vec_list: tuple[int, ...] = ()
     bandwidth: dict[int, tuple[int, int]] = field(default_factory=dict)  # op id -> (VTCM bytes, DDR bytes)
+    _graph: object = field(default=None, repr=False, compare=False)
+
+    def happens_before(self):
+        """The run lists as a happens-before graph (ops named by QNN node), built once; None without run lists."""
+        if self._graph is None and self.main_list:
+            from hexfuse.tools.schedule_reader import qnn_schedule
+
+            self._graph = qnn_schedule(self)
+        return self._graph
 
     def of_node(self, name: str) -> list[Span]:
         ids = {i for i, n in self.nodes.items() if n == name or n.startswith(name + "_")}
@@ -255,9 +264,7 @@ class FusedNodeSchedule:
 
 
 def fused_node_schedules(schedule: Schedule) -> list[FusedNodeSchedule]:
-    from hexfuse.tools.schedule_reader import qnn_schedule
-
-    graph = qnn_schedule(schedule) if schedule.main_list else None
+    graph = schedule.happens_before()
     out = []
     for node in schedule.fused_nodes():
         spans = schedule.of_node(node)
@@ -287,9 +294,7 @@ def summary_lines(schedule: Schedule) -> list[str]:
     lines = [f"schedule of {schedule.graph}: {len(schedule.steps)} op-table entries, "
              + ", ".join(f"{e} {sum(1 for s in schedule.spans if s.engine == e)}" for e in ENGINES)]
     if schedule.main_list:
-        from hexfuse.tools.schedule_reader import qnn_schedule
-
-        counts = qnn_schedule(schedule).counts()
+        counts = schedule.happens_before().counts()
         lines.append(f"happens-before graph: {counts['main']} main-list ops ({counts['hmx']} on HMX), {counts['vec']} on the "
                      f"HVX list; {counts['hvx_beside_hmx']} HVX ops may run beside an HMX op ({counts['hvx_hmx_pairs']} "
                      f"unordered HVX-HMX pairs); {counts['copies']} layout copies, {counts['syncs']} syncs")

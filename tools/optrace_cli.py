@@ -46,9 +46,7 @@ def _schematic(given: str) -> Path:
 
 def _figures(schedule, target: str | None) -> dict[str, float]:
     """The happens-before counts of a schedule and, with a target, its replayed latency (us)."""
-    from hexfuse.tools.schedule_reader import qnn_schedule
-
-    graph = qnn_schedule(schedule)
+    graph = schedule.happens_before()
     figures: dict[str, float] = dict(graph.counts())
     if target:
         from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay

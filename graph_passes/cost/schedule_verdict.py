@@ -132,8 +132,8 @@ class ScheduleJudge:
         except Unholdable as chain:
             return Verdict(False, 0.0, f"cannot be held together in QNN's schedule (its own constraints order part of "
                                        f"the group after the rest): {chain}", details)
-        if fused is None:  # (the checks above leave nothing fuse_group refuses)
-            return Verdict(False, 0.0, "QNN's schedule: nothing to hold together", details)
+        if fused is None:  # one task of several runs no op of its own
+            return Verdict(False, 0.0, "folded away: in QNN's schedule a task runs no op of its own", details)
         after = replay(fused.graph, self.target.hvx_contexts)
         t2, t4 = self.original.latency_ns, after.latency_ns
         # Overlap hides the vector work and nothing else, and the fused form pays for its added ops: a replay
@@ -148,7 +148,7 @@ class ScheduleJudge:
                    f"entry/exit ordering ops, port copies and launches add {fused.added_ns / 1e3:.2f} us")
         if credited <= 0 or gain < self.min_gain:
             capped = (f" (the replay's {(t2 - t4) / 1e3:.2f} us beyond the task work less the added ops is re-ordering, "
-                      f"not overlap)" if t2 - t4 > credited > 0 or (t4 < t2 and credited <= 0) else "")
+                      f"not overlap)" if t2 - t4 > max(credited, 0.0) else "")
             return Verdict(False, max(0.0, gain), f"{figures}: gain {gain:.1%} of the group's {group_ns / 1e3:.2f} us "
                                                   f"< margin {self.min_gain:.0%}{capped}", details)
         return Verdict(True, gain, f"{figures}: saves {credited / 1e3:.2f} us ({gain:.1%} of the group)", details)

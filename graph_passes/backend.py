@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec.model import FusedOp
 
 TaskCheck = Callable[[FusedOp], "str | None"]  # a one-task FusedOp -> why it cannot run there, or None
 

@@ -24,23 +24,23 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.backend import Backend
-from hexfuse.graph_passes.balance import Scorer
-from hexfuse.graph_passes.candidates import find_candidates
+from hexfuse.graph_passes.select.balance import Scorer
+from hexfuse.graph_passes.analysis.candidates import find_candidates
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.flat import FlatGraph
-from hexfuse.graph_passes.io import refuse_overwrite, write_files
-from hexfuse.graph_passes.labels import NodeLabels
-from hexfuse.graph_passes.load import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
-from hexfuse.graph_passes.names import NameScope
-from hexfuse.graph_passes.qdq import dequantize_copies
-from hexfuse.graph_passes.rewrite import Call, rewrite_groups, written_changes
-from hexfuse.graph_passes.select import Group, Selection, select_groups
-from hexfuse.graph_passes.sources import Sources
-from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusedOp, FusionSpec, load_spec
-from hexfuse.graph_passes.spec_check import check_spec_describes
-from hexfuse.graph_passes.spec_builder import fused_op_spec, group_nodes, group_op_type
+from hexfuse.graph_passes.graph.flat import FlatGraph
+from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
+from hexfuse.graph_passes.report.labels import NodeLabels
+from hexfuse.graph_passes.load.model import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
+from hexfuse.graph_passes.select.names import NameScope
+from hexfuse.graph_passes.graph.qdq import dequantize_copies
+from hexfuse.graph_passes.rewrite.groups import Call, rewrite_groups, written_changes
+from hexfuse.graph_passes.select.groups import Group, Selection, select_groups
+from hexfuse.graph_passes.analysis.sources import Sources
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, FusedOp, FusionSpec, load_spec
+from hexfuse.graph_passes.spec.check import check_spec_describes
+from hexfuse.graph_passes.spec.builder import fused_op_spec, group_nodes, group_op_type
 
 
 DEFAULT_TARGET = "sm8550"
@@ -241,7 +241,7 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
         )
     try:
         # The load checked the model; the rewrite adds functions and call nodes and orders the nodes
-        # (rewrite.py proves the order). The checker sees the new parts in a model of their own: the
+        # (rewrite/groups.py proves the order). The checker sees the new parts in a model of their own: the
         # whole fused model again costs as much as the rewrite (`hexfuse fuse` then verifies it,
         # verify.py, and the tests run full_check on every bundled output).
         onnx.checker.check_model(_new_parts(fused, analyzed.analysis.flat, calls))

@@ -21,7 +21,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 
 if TYPE_CHECKING:
     from hexfuse.graph_passes import pipeline as _pipeline
-    from hexfuse.graph_passes.balance import Scorer
+    from hexfuse.graph_passes.select.balance import Scorer
 
 __all__ = ["HexfuseError", "analyze_model", "backend", "fuse_model", "supported_op_types"]
 

@@ -6,7 +6,7 @@ line, ``hexfuse: error: ...``; ``--debug`` adds the traceback.
 
 SIGTERM is turned into an exception like Ctrl-C's KeyboardInterrupt, so that every command unwinds
 through its ``finally`` blocks: temporary files and folders are removed, and output sets are renamed
-into place with both signals held back (graph_passes/io.py), so they are all new or all old.
+into place with both signals held back (graph_passes/load/io.py), so they are all new or all old.
 
 Arguments are parsed before anything heavy is imported: ``COMMANDS`` names each subcommand's module and
 one-line help, ``hexfuse --help`` builds only that list, and a subcommand imports its own module alone
@@ -67,7 +67,7 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     """analyze or fuse the model as the options say: (result, micro-batch decision or None)."""
-    from hexfuse.graph_passes.load import fixed_dims, parse_fix_dim
+    from hexfuse.graph_passes.load.model import fixed_dims, parse_fix_dim
 
     pins = dict(parse_fix_dim(text) for text in args.fix_dim or ())
     with fixed_dims(pins):
@@ -76,7 +76,7 @@ def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
 
 def _dynamic_hint(result) -> str:
     """'; symbolic dims N, S: ...' where the loaded model still has dynamic shapes, else ''."""
-    from hexfuse.graph_passes.load import symbolic_dims
+    from hexfuse.graph_passes.load.model import symbolic_dims
 
     loaded = getattr(result, "analyzed", result).loaded
     dims = symbolic_dims(loaded.model.graph)
@@ -106,8 +106,8 @@ def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.outputs import analysis_report, report_json
-    from hexfuse.graph_passes.report import render_report
+    from hexfuse.graph_passes.report.outputs import analysis_report, report_json
+    from hexfuse.graph_passes.report.document import render_report
 
     scorer = _scorer(args)
     result, decision = _run_pass(args, scorer, fuse=False)
@@ -122,7 +122,7 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 
 def run_fuse(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.outputs import check_outputs, write_fused
+    from hexfuse.graph_passes.report.outputs import check_outputs, write_fused
 
     start = time.perf_counter()
     scorer = _scorer(args)
@@ -185,7 +185,7 @@ def _pop_debug(argv: list[str]) -> tuple[list[str], bool]:
 COMMANDS: dict[str, tuple[str | None, str]] = {
     "analyze": (None, "show what could be fused and why or why not"),
     "fuse": (None, "write a model with fused nodes, its fusion spec and a report"),
-    "merge": ("hexfuse.graph_passes.merge_cli", "merge two models (e.g. prefill and decode) into one graph of two requests"),
+    "merge": ("hexfuse.graph_passes.merge.cli", "merge two models (e.g. prefill and decode) into one graph of two requests"),
     "calibrate": ("hexfuse.graph_passes.cost.cli", "fit a target's constants from a device profile (QNN CSV, AI Hub JSON) or published latencies"),
     "oppkg": ("hexfuse.op_package.cli", "generate the QNN HTP op package of a fused model"),
     "ab": ("hexfuse.tools.ab.cli", "A/B original vs fused model: four baselines, equivalence, latency, profiles"),
@@ -238,7 +238,7 @@ def _register_pass_commands(commands: argparse._SubParsersAction, name: str) -> 
     fuse = commands.add_parser("fuse", help=COMMANDS["fuse"][1], description=FUSE_DESCRIPTION)
     fuse.add_argument("model", help="ONNX model file (never modified)")
     fuse.add_argument("-o", "--output", required=True, help="output model path; spec and report go beside it")
-    fuse.add_argument("--no-verify", action="store_true", help="skip the check on ONNX Runtime (graph_passes/verify.py)")
+    fuse.add_argument("--no-verify", action="store_true", help="skip the check on ONNX Runtime (graph_passes/rewrite/verify.py)")
     fuse.add_argument("--plot", action="store_true", help="also draw OUT.timeline.png (matplotlib; slow on small models)")
     fuse.add_argument("--force", action="store_true",
                       help="with --split always: write the split even where it is predicted slower than unsplit")

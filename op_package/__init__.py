@@ -1,6 +1,6 @@
 """hexfuse op package generator: fusion spec -> QNN HTP op package source tree + host build.
 
-    spec (graph_passes.spec) --lower--> OpPlan (buffers, tasks, tiles, micro-ops) --render--> files
+    spec (graph_passes.spec.model) --lower--> OpPlan (buffers, tasks, tiles, micro-ops) --render--> files
                                                                                   --build--> host .so
 
 The generator consumes the spec only; ``cli.py`` is the one place that opens the fused ONNX model, and

@@ -1,7 +1,7 @@
 """`hexfuse oppkg FUSED.onnx -o DIR`: generate (and optionally build) the op package of a fused model.
 
 The spec beside the model (FUSED.hexfuse.json) drives generation; the model is opened only to check
-that the spec was written for it (its hash, its fused nodes: graph_passes/spec_check.py).
+that the spec was written for it (its hash, its fused nodes: graph_passes/spec/check.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusionSpec, load_spec
-from hexfuse.graph_passes.spec_check import check_spec_describes
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
+from hexfuse.graph_passes.spec.check import check_spec_describes
 from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
 from hexfuse.op_package.writer import write_tree
 
@@ -33,7 +33,7 @@ def spec_path(model: Path) -> Path:
 
 
 def check_model_matches(model: Path, spec: FusionSpec) -> None:
-    """The fused model is the one the spec was written for (graph_passes/spec_check.py)."""
+    """The fused model is the one the spec was written for (graph_passes/spec/check.py)."""
     check_spec_describes(model, _read(model), spec, spec_path(model))
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, QuantSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, QuantSpec, TensorSpec
 from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.plan import OpPlan
 

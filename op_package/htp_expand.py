@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.spec import FusedOp, TaskSpec
+from hexfuse.graph_passes.spec.model import FusedOp, TaskSpec
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
 from hexfuse.op_package.qnn_ops import input_tag, translate_matrix_task, with_output_def
 

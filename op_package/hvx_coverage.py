@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec.model import FusedOp
 from hexfuse.op_package.lower.context import Kernel
 
 

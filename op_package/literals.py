@@ -11,7 +11,7 @@ printed as code, not as strings, and are checked here instead:
 
 Neither may hold a quote beyond a plain quoted name, a semicolon, a brace in a rule, a comment
 marker, a backslash or a newline: nothing that ends the statement, the string or the line. The spec
-reader (graph_passes/spec_read.py) already refuses attributes of the wrong type, so a violation
+reader (graph_passes/spec/read.py) already refuses attributes of the wrong type, so a violation
 here means a lowering rule printed something unexpected: refused, never written.
 """
 

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusionSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusionSpec, TensorSpec
 from hexfuse.op_package import build, ort_headers
 from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
 from hexfuse.op_package.writer import write_tree

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, TensorSpec
 from hexfuse.op_package.lower import RULES, Kernel, NodeContext
 from hexfuse.op_package.lower.context import ELEMENT_SIZE
 from hexfuse.op_package.lower.qdq_fusion import fuse_qdq_units

@@ -10,7 +10,7 @@ the HTP optimization grammar. The input lists follow what the QNN EP itself emit
     Gemm    QNN_MatMul(a, b, c or zero bias[N], transA, transB)            alpha = beta = 1 only
     Conv    QNN_Transpose(QNN_Conv2d(QNN_Transpose(x, NHWC), QNN_Transpose(w, HWIO), bias,
                                      stride, pad_amount, group, dilation), NCHW)
-    Add / Mul by a constant (an epilogue the target folds, graph_passes/folds.py)
+    Add / Mul by a constant (an epilogue the target folds, graph_passes/graph/folds.py)
             QNN_ElementWiseAdd / QNN_ElementWiseMultiply(x, c)
     BatchNormalization (inference, folded after a Conv)
             x * w + b per channel, w and b computed from the four constants by QNN elementwise ops
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, QuantSpec, TaskSpec
 
 QNN_MATRIX_OPS = frozenset({"MatMul", "Gemm", "Conv"})  # the capability the pass learns for HTP targets
 _VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
@@ -180,7 +180,7 @@ class _Translator:
             f"gen_ConstScalar_i32({int(attrs.get('transA', 0))}), gen_ConstScalar_i32({trans_b}))"))
 
     def _elementwise(self, node: NodeSpec, qnn_op: str) -> None:
-        """An epilogue folded into the matrix task (graph_passes/folds.py): one operand constant."""
+        """An epilogue folded into the matrix task (graph_passes/graph/folds.py): one operand constant."""
         a, b = node.inputs[:2]
         if sum(1 for name in (a, b) if name in self.inputs and self.tensors[name].static) != 1:
             raise Untranslatable(f"{node.op_type} {node.name!r} in a matrix task needs exactly one constant operand")

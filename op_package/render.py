@@ -30,7 +30,7 @@ from pathlib import Path
 import jinja2
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, TensorSpec
 from hexfuse.op_package.htp_expand import Expansion, expand_fused_op
 from hexfuse.op_package.literals import check_kernel_literal, check_rule
 from hexfuse.op_package.lower.context import CPP_DTYPE

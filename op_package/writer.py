@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import signals_held
+from hexfuse.graph_passes.load.io import signals_held
 
 
 MARKER = ".hexfuse-oppkg"  # present in every generated tree

@@ -6,6 +6,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-from hexfuse.graph_passes.engine_map import CACHE_ENV
+from hexfuse.graph_passes.engines.engine_map import CACHE_ENV
 
 os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="hexfuse-test-engines-")

@@ -86,7 +86,7 @@ def test_engines_doc_map_table_counts_what_the_committed_maps_hold():
     """docs/engines.md, 'What the committed maps say': nodes with ops and where, from models/engines/."""
     from collections import Counter
 
-    from hexfuse.graph_passes.engine_map import load_engine_map
+    from hexfuse.graph_passes.engines.engine_map import load_engine_map
 
     for path in sorted((ROOT / "models" / "engines").glob("*.json")):
         engine_map = load_engine_map(path)

@@ -28,7 +28,7 @@ import onnx
 import onnxruntime as ort
 
 from hexfuse import fuse_model
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.load.io import write_atomic
 from hexfuse.tools.ab.inputs import random_inputs
 from hexfuse.tools.ab.latency import paired_speedup
 from hexfuse.tools.ab.models import graph_inputs

@@ -10,7 +10,7 @@ process so that no measurement warms another's caches:
                       (timed inside the process, after ``import onnxruntime``)
     pass              hexfuse.fuse_model: load -> rewrite, in memory (timed inside, after imports)
     fuse --no-verify  the whole ``hexfuse fuse`` command, startup and imports included
-    fuse              the same with the default verification (graph_passes/verify.py)
+    fuse              the same with the default verification (graph_passes/rewrite/verify.py)
 
 CPU seconds are the process's user + system time (all threads), wall seconds its elapsed time; with
 ``--repeat N`` every figure is the median of N runs. Ratios are against ORT basic: the goals are

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, QuantSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.lower.qdq_fusion import find_qdq_units

@@ -74,8 +74,8 @@ class Row:
 
 
 def _map_of(path: Path, target: str):
-    from hexfuse.graph_passes.engine_map import find_engine_map
-    from hexfuse.graph_passes.io import file_sha256
+    from hexfuse.graph_passes.engines.engine_map import find_engine_map
+    from hexfuse.graph_passes.load.io import file_sha256
 
     return find_engine_map(path, file_sha256(path), target).engine_map
 
@@ -150,10 +150,10 @@ def judge_candidates(path: Path, target: str, min_gain: float,
                      code_bytes: int | None = None) -> tuple[dict[str, Any], int, list[Candidate]]:
     """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
     pass finds (candidates.py) with the estimated model's verdict and the schedule replay's)."""
-    from hexfuse.graph_passes.candidates import find_candidates
+    from hexfuse.graph_passes.analysis.candidates import find_candidates
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
-    from hexfuse.graph_passes.outputs import analysis_report
-    from hexfuse.graph_passes.spec_builder import fused_op_spec
+    from hexfuse.graph_passes.report.outputs import analysis_report
+    from hexfuse.graph_passes.spec.builder import fused_op_spec
 
     result, scorer = _analyze(path, target, True, min_gain)
     data = analysis_report(result, scorer, path.name)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.balance import Verdict
+from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.cost import CostScorer, list_targets, load_target
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse import analyze_model
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec.model import FusedOp
 
 ROOT = Path(__file__).resolve().parents[1]
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"

@@ -47,7 +47,7 @@ def published_rows(path: Path, chipset: str) -> list[Row]:
 
 def schedule_of(model: Path, target: str, cache: Path):
     """QNN's schedule of ``model`` (engine map made once with `hexfuse engines`, kept in ``cache``)."""
-    from hexfuse.graph_passes.engine_map import load_engine_map
+    from hexfuse.graph_passes.engines.engine_map import load_engine_map
     from hexfuse.tools.qnn_engines import build_engine_map
 
     out = cache / f"{model.stem}.{target}.json"
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(target, fitted: tuple[float, float, float], rows: int, models: int, held_out: str, table: Path) -> None:
-    from hexfuse.graph_passes.io import write_atomic
+    from hexfuse.graph_passes.load.io import write_atomic
 
     path = Path(target.path)
     raw = json.loads(path.read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ turns the op table (``opdesc_map``) into a schedule:
 Positions are a display order, not time (the simulator's clock says nothing about a device) and not
 the synchronisation either: what may run together is read from the happens-before graph of the run
 lists and checkpoint gates (``runlist2`` main thread in program order, ``runlist_vec`` HVX threads,
-done -> gate edges; tools/schedule_reader.py, graph_passes/qnn_schedule.py): two ops may overlap
+done -> gate edges; tools/schedule_reader.py, graph_passes/engines/qnn_schedule.py): two ops may overlap
 exactly when neither reaches the other. Ops keep the QNN node id of the node they came from in their
 low 32 bits, so every final op is attributed to the QNN node (a fused node, say) it was expanded from;
 ``qnn_name_translations`` names those nodes.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.load.io import write_atomic
 
 ENGINES = ("main", "hmx", "hvx", "dma")
 _WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name", "graph_before_optimization",
@@ -248,7 +248,7 @@ class FusedNodeSchedule:
     matrix: tuple[Span, ...]  # QNN's own ops on HMX expanded from the node
     tasks: tuple[Span, ...]  # hexfuse task ops (HVX)
     other: tuple[Span, ...]  # everything else expanded from the node (conversions, weight moves)
-    # from the happens-before graph (run lists + checkpoint gates; graph_passes/qnn_schedule.py):
+    # from the happens-before graph (run lists + checkpoint gates; graph_passes/engines/qnn_schedule.py):
     in_window: int = 0  # task ops that may run beside one of the node's own HMX ops
     tasks_together: bool = False  # two of its task ops may run at the same time (on two HVX threads)
 

@@ -1,5 +1,5 @@
 """Engines from what QNN actually schedules: prepare a model on the QNN EP's HTP backend with optrace,
-map every final op back to its ONNX node, write the engine map (graph_passes/engine_map.py).
+map every final op back to its ONNX node, write the engine map (graph_passes/engines/engine_map.py).
 
     original.onnx ──QNN EP, HTP (x86 simulator), profiling_level=optrace──> <graph>_schematic.bin
         op table: op id, kernel, flags      low 32 bits of the op id = QNN node id of its origin
@@ -42,8 +42,8 @@ from pathlib import Path
 import onnx
 
 from hexfuse.graph_passes.cost.profile_rows import node_key
-from hexfuse.graph_passes.engine_map import EngineMap, Kernel, NodeEngines
-from hexfuse.graph_passes.io import file_sha256
+from hexfuse.graph_passes.engines.engine_map import EngineMap, Kernel, NodeEngines
+from hexfuse.graph_passes.load.io import file_sha256
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.optrace import Schedule, Step, _is_matrix_kernel, find_schematics, read_schematic
 from hexfuse.tools.schedule_reader import qnn_schedule
@@ -175,8 +175,8 @@ def engine_map_from_schedule(schedule: Schedule, model: onnx.ModelProto, model_n
 
 def _node_macs(model: onnx.ModelProto) -> dict[str, int]:
     """MACs per ONNX node from inferred shapes (what the schedule's HMX ops share)."""
-    from hexfuse.graph_passes.flat import FlatGraph
-    from hexfuse.graph_passes.work import node_work
+    from hexfuse.graph_passes.graph.flat import FlatGraph
+    from hexfuse.graph_passes.graph.work import node_work
 
     try:
         inferred = onnx.shape_inference.infer_shapes(model)

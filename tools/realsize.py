@@ -303,7 +303,7 @@ def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
         return path
     folder.mkdir(parents=True, exist_ok=True)
     if isinstance(layer, Requests):
-        from hexfuse.graph_passes.merge import merge_models
+        from hexfuse.graph_passes.merge.requests import merge_models
 
         merged = merge_models(build(layer.first, cache), build(layer.second, cache), layer.names).model
         with tempfile.TemporaryDirectory(dir=folder) as td:

@@ -24,7 +24,7 @@ def rows(model: Path, target: str) -> tuple[dict, list[dict]]:
     from hexfuse.graph_passes.cost.cli import scorer_for
     from hexfuse.graph_passes.cost.replay import Unholdable, fuse_group, replay
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
-    from hexfuse.graph_passes.spec_builder import fused_op_spec
+    from hexfuse.graph_passes.spec.builder import fused_op_spec
 
     scorer = scorer_for(target, 0.0, allow_merge_only=True, model=model, use_schedule=False)
     if scorer.engines is None or scorer.engines.schedule is None:

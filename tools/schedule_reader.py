@@ -1,4 +1,4 @@
-"""An optrace schematic (tools/optrace.py) as a happens-before graph (graph_passes/qnn_schedule.py).
+"""An optrace schematic (tools/optrace.py) as a happens-before graph (graph_passes/engines/qnn_schedule.py).
 
     runlist2      [id, id, ...]   main thread, program order     -> QnnSchedule ops, lane "main"
     runlist_vec   [id, id, ...]   HVX threads                    -> lane "vec"
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from hexfuse.graph_passes.qnn_schedule import QnnSchedule, ScheduledOp
+from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.optrace import Schedule, Step
 

@@ -59,12 +59,12 @@ import numpy as np
 from hexfuse.graph_passes.cost import profile_rows
 from hexfuse.graph_passes.cost.baselines import alone_plan, overhead_ns
 from hexfuse.graph_passes.cost.opcost import OpCost, Storage, TaskCost, combine, node_cost, task_cost
-from hexfuse.graph_passes.engine_map import EngineMap
-from hexfuse.graph_passes.engines import Engine
+from hexfuse.graph_passes.engines.engine_map import EngineMap
+from hexfuse.graph_passes.engines.classify import Engine
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, TaskSpec
 
 HEADER = ["Msg Timestamp", "Message", "Time", "Unit of Measurement", "Timing Source", "Event Level", "Event Identifier"]
 ACCEL_CYCLES, ACCEL_TIME, HVX_THREADS = "Accelerator (execute) time (cycles)", "Accelerator (execute) time", \
@@ -220,9 +220,9 @@ def _matcher(nodes: dict[str, NodeSpec]):
 
 
 def model_nodes(path: str | Path) -> ModelNodes:
-    from hexfuse.graph_passes.analysis import Analysis
-    from hexfuse.graph_passes.load import load_model
-    from hexfuse.graph_passes.spec_builder import node_spec, tensor_spec
+    from hexfuse.graph_passes.analysis.facts import Analysis
+    from hexfuse.graph_passes.load.model import load_model
+    from hexfuse.graph_passes.spec.builder import node_spec, tensor_spec
 
     analysis = Analysis.of(load_model(path).inferred)
     flow = analysis.flow
@@ -466,9 +466,9 @@ class ModelCase:
 
     @classmethod
     def load(cls, model: str, precision: str, path: str | Path) -> ModelCase:
-        from hexfuse.graph_passes.analysis import Analysis
-        from hexfuse.graph_passes.load import load_model
-        from hexfuse.graph_passes.spec_builder import fused_op_spec
+        from hexfuse.graph_passes.analysis.facts import Analysis
+        from hexfuse.graph_passes.load.model import load_model
+        from hexfuse.graph_passes.spec.builder import fused_op_spec
 
         loaded = load_model(path).inferred
         analysis = Analysis.of(loaded)

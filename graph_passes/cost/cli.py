@@ -17,8 +17,8 @@ from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
 from hexfuse.graph_passes.cost.timeline import OpPrediction
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import refuse_overwrite, write_atomic
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.load.io import refuse_overwrite, write_atomic
+from hexfuse.graph_passes.spec.model import FusedOp
 
 
 def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
@@ -31,8 +31,8 @@ def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float 
     loaded = target if isinstance(target, Target) else load_target(target)
     scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only, use_schedule=use_schedule)
     if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
-        from hexfuse.graph_passes.engine_map import find_engine_map
-        from hexfuse.graph_passes.io import file_sha256
+        from hexfuse.graph_passes.engines.engine_map import find_engine_map
+        from hexfuse.graph_passes.load.io import file_sha256
 
         lookup = find_engine_map(model, file_sha256(model), loaded.name, engines)
         scorer.engines, scorer.engines_note = lookup.engine_map, lookup.note
@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     if simulated:
         print(f"hexfuse: warning: {args.profile} comes from the HTP simulator ({simulated}); the fitted target "
               "describes the simulator, not a device", file=sys.stderr)
-    from hexfuse.graph_passes.engine_map import find_engine_map
-    from hexfuse.graph_passes.io import file_sha256
+    from hexfuse.graph_passes.engines.engine_map import find_engine_map
+    from hexfuse.graph_passes.load.io import file_sha256
 
     lookup = find_engine_map(args.model, file_sha256(args.model), base.name, args.engines)
     fit = fit_profile(args.profile, args.model, base, lookup.engine_map, overheads=not args.keep_overheads)

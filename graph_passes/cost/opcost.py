@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hexfuse.graph_passes.cost.target import Target
-from hexfuse.graph_passes.engine_map import EngineMap, NodeEngines
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.engines.engine_map import EngineMap, NodeEngines
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, TaskSpec, TensorSpec
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear"}
 _FREE = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dropout", "Shape", "Size", "Constant",
@@ -321,7 +321,7 @@ def compute_nodes(task: TaskSpec) -> list[NodeSpec]:
 
 def folded_epilogues(task: TaskSpec, target: Target) -> set[int]:
     """Positions in ``task.nodes`` of epilogues the target folds into the matrix op before them
-    (BatchNormalization, constant Mul/Add: graph_passes/folds.py put them into the matrix task)."""
+    (BatchNormalization, constant Mul/Add: graph_passes/graph/folds.py put them into the matrix task)."""
     if task.engine != "matrix" or not target.folds:
         return set()
     hosted: set[str] = set()  # tensors a matrix op or a folded epilogue produces

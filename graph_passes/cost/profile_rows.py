@@ -10,7 +10,7 @@ A detailed QNN EP profile (onnxruntime-qnn, ``profiling_level=detailed``) has on
     _inlfunc_HexFuse_0_a34abc_conv3:OpId_9  ORT inlined function HexFuse_0_a34abc; body node `conv3`
 
 ``row_name`` takes the node name out of the identifier, ``match_node`` finds the model node (also under
-a ``_token_<n>`` suffix), and ``row_engine`` classes a row as matrix / vector / dma (graph_passes.engines
+a ``_token_<n>`` suffix), and ``row_engine`` classes a row as matrix / vector / dma (graph_passes.engines.classify
 for ONNX op types, a small table for QNN's own op names), ``fused`` for a hexfuse node, else ``other``.
 """
 
@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
-from hexfuse.graph_passes.engines import Engine, engine_of
+from hexfuse.graph_passes.engines.classify import Engine, engine_of
 
 MATRIX, VECTOR, DMA, FUSED, OTHER = "matrix", "vector", "dma", "fused", "other"
 ENGINES = (MATRIX, VECTOR, DMA)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hexfuse.graph_passes.balance import Verdict
+from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.cost.replay import (
     Graph,
     Group,
@@ -39,8 +39,8 @@ from hexfuse.graph_passes.cost.replay import (
     replay,
 )
 from hexfuse.graph_passes.cost.target import Target
-from hexfuse.graph_passes.qnn_schedule import QnnSchedule
-from hexfuse.graph_passes.spec import FusedOp, TensorSpec
+from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule
+from hexfuse.graph_passes.spec.model import FusedOp, TensorSpec
 
 CACHE_LIMIT = 50_000
 

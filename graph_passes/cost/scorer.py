@@ -1,4 +1,4 @@
-"""``CostScorer``: the Scorer of graph_passes.balance backed by the target cost model.
+"""``CostScorer``: the Scorer of graph_passes.select.balance backed by the target cost model.
 
     score(op) ─> per-task costs (cached per task) ─> optimistic bound ── below margin ──> reject (why)
                                                           └─> quota search + 4 baselines ─> accept/reject
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from hexfuse.graph_passes.balance import Verdict
+from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.cost.baselines import (
     Baselines,
     alone_plan,
@@ -35,8 +35,8 @@ from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
 from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
-from hexfuse.graph_passes.engine_map import EngineMap
-from hexfuse.graph_passes.spec import FusedOp, TaskSpec, structure_key
+from hexfuse.graph_passes.engines.engine_map import EngineMap
+from hexfuse.graph_passes.spec.model import FusedOp, TaskSpec, structure_key
 
 UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalanced"
 MIN_OVERLAP_NS = 1.0  # an overlap saving below this is rounding in the simulation, not overlap

@@ -7,7 +7,7 @@
 
     total gain = saved / serial = entry merge / serial + overlap / serial      (the parts add up)
 
-Tasks are priced once per structure (graph_passes.structure), so a 1e5-node LM costs a handful of
+Tasks are priced once per structure (graph_passes.analysis.structure), so a 1e5-node LM costs a handful of
 predictions. Units outside every task (opaque ops, dynamic shapes, ops without a kernel) are not
 priced; the summary counts them.
 """
@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hexfuse.graph_passes.analysis import Analysis
+from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible
-from hexfuse.graph_passes.engines import Engine
-from hexfuse.graph_passes.select import Group
-from hexfuse.graph_passes.spec_builder import fused_op_spec
+from hexfuse.graph_passes.engines.classify import Engine
+from hexfuse.graph_passes.select.groups import Group
+from hexfuse.graph_passes.spec.builder import fused_op_spec
 
 
 @dataclass(frozen=True)

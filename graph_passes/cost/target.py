@@ -22,8 +22,8 @@ ALIASES = {
     "v73": "sm8550", "8gen2": "sm8550", "v75": "sm8650", "8gen3": "sm8650", "v79": "sm8750", "8elite": "sm8750",
     "xelite": "x-elite", "x1e": "x-elite",
 }
-# Epilogues a target may fold into the matrix op before them (graph_passes/folds.py), by JSON key.
-# "activation" is graph_passes/folds.py ACTIVATIONS (tests/graph_passes/test_fold_agreement.py holds them equal).
+# Epilogues a target may fold into the matrix op before them (graph_passes/graph/folds.py), by JSON key.
+# "activation" is graph_passes/graph/folds.py ACTIVATIONS (tests/graph_passes/test_fold_agreement.py holds them equal).
 FOLDS = {"batch_norm": ("BatchNormalization",), "scale_shift": ("Mul", "Add"),
          "activation": ("Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Gelu")}
 # Op classes that calibration can scale (opcost.op_class names them).

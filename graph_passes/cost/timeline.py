@@ -28,8 +28,8 @@ from pathlib import Path
 from hexfuse.graph_passes.cost.baselines import Baselines
 from hexfuse.graph_passes.cost.opcost import TaskCost
 from hexfuse.graph_passes.cost.simulate import Schedule
-from hexfuse.graph_passes.io import write_files
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.load.io import write_files
+from hexfuse.graph_passes.spec.model import FusedOp
 
 MAX_FIGURE_OPS = 8  # panels in the figure: the op types saving the most predicted time in total
 MAX_TRACE_INSTANCES = 200  # fused-node names listed per op type in the trace

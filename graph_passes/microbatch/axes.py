@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from hexfuse.graph_passes.dataflow import Dataflow
+from hexfuse.graph_passes.graph.dataflow import Dataflow
 
 Axis = int | None
 

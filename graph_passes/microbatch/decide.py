@@ -22,10 +22,10 @@ from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.cost.model_time import ModelTime, model_time
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load import LoadedModel, fixed_dims
+from hexfuse.graph_passes.load.model import LoadedModel, fixed_dims
 from hexfuse.graph_passes.microbatch.split import SplitPlan, plan_split, split_model
 from hexfuse.graph_passes.pipeline import AnalyzeResult, FuseResult, analyze_model, fuse_model
-from hexfuse.graph_passes.spec_builder import fused_op_spec
+from hexfuse.graph_passes.spec.builder import fused_op_spec
 
 SPLIT_MARGIN = 0.05  # the whole-model estimate is coarse: split only for a clear predicted win
 

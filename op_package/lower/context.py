@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import AttributeValue, NodeSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import AttributeValue, NodeSpec, TensorSpec
 
 MAX_RANK = 6
 MAX_PARTS = 32

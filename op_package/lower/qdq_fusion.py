@@ -29,7 +29,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.lower import qdq_rewrites
 from hexfuse.op_package.lower.qdq_ports import codes_at_ports
 from hexfuse.op_package.lower.qvector_ops import QDEQUANTIZE, QQUANTIZE

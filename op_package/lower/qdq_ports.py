@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.lower.qdq_rewrites import NameSource
 from hexfuse.op_package.lower.qvector_ops import PORT_CODES, QDEQUANTIZE, QQUANTIZE
 

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import NodeSpec, QuantSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import NodeSpec, QuantSpec, TensorSpec
 from hexfuse.op_package.lower import qfixed
 from hexfuse.op_package.lower.context import NodeContext, numel
 from hexfuse.op_package.lower.qlut import QTYPES, UNARY, lookup_table, requantize_table

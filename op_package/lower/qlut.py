@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from hexfuse.graph_passes.spec import AttributeValue, QuantSpec
+from hexfuse.graph_passes.spec.model import AttributeValue, QuantSpec
 
 F32 = np.float32
 Attrs = Mapping[str, AttributeValue]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hexfuse.graph_passes.spec import FusedOp, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, TaskSpec, TensorSpec
 
 
 def _t(name: str, shape: tuple[int, ...], dtype: str = "uint8", static: bool = False) -> TensorSpec:

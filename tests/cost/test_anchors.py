@@ -158,10 +158,10 @@ def test_read_published_rejects_what_it_cannot_fit(tmp_path):
 
 @pytest.mark.parametrize("name", ["googlenet.onnx", "googlenet_qdq.onnx"])
 def test_model_latency_is_what_analyze_reports(name):
-    from hexfuse.graph_passes.analysis import Analysis
+    from hexfuse.graph_passes.analysis.facts import Analysis
     from hexfuse.graph_passes.cost.scorer import CostScorer
     from hexfuse.graph_passes.cost.summary import summarize
-    from hexfuse.graph_passes.load import load_model
+    from hexfuse.graph_passes.load.model import load_model
 
     path = ROOT / "models" / name
     target = load_target("sm8650")

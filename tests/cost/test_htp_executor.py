@@ -10,8 +10,8 @@ import pytest
 
 from hexfuse.graph_passes.cost import CostScorer, load_target
 from hexfuse.graph_passes.cost.baselines import today_contexts
-from hexfuse.graph_passes.engine_map import EngineMap, Kernel, NodeEngines
-from hexfuse.graph_passes.spec import NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.engines.engine_map import EngineMap, Kernel, NodeEngines
+from hexfuse.graph_passes.spec.model import NodeSpec, TaskSpec, TensorSpec
 from tests.cost.specs import fused, matmul_task, vector_task
 
 V75 = load_target("sm8650")

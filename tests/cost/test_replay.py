@@ -1,4 +1,4 @@
-"""QNN's schedule as a happens-before graph (graph_passes/qnn_schedule.py), its replay and the fused form
+"""QNN's schedule as a happens-before graph (graph_passes/engines/qnn_schedule.py), its replay and the fused form
 (graph_passes/cost/replay.py), and the HTP decision taken from it (graph_passes/cost/schedule_verdict.py).
 
 Small hand-made schedules check the semantics against answers worked out by hand from their costs; the
@@ -16,9 +16,9 @@ import pytest
 from hexfuse.cli import main
 from hexfuse.graph_passes.cost.replay import Group, OpCosts, Unholdable, fuse_group, graph_of, op_costs, replay
 from hexfuse.graph_passes.cost.target import load_target
-from hexfuse.graph_passes.engine_map import engine_map_from_json, load_engine_map
+from hexfuse.graph_passes.engines.engine_map import engine_map_from_json, load_engine_map
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.qnn_schedule import QnnSchedule, ScheduledOp
+from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
 from tests.cost.specs import estimated
 
 ROOT = Path(__file__).resolve().parents[2]

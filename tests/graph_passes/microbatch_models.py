@@ -162,7 +162,7 @@ def reshaped(shape: list[int], source=(1, 16, 64)) -> onnx.ModelProto:
 def elu_chain(path) -> str:
     """models/mlp_chain.onnx with its Relu and Tanh made Elu, saved at ``path``.
 
-    QNN runs a Relu or Tanh right after a MatMul + bias inside the HMX kernel (graph_passes/folds.py), so
+    QNN runs a Relu or Tanh right after a MatMul + bias inside the HMX kernel (graph_passes/graph/folds.py), so
     in mlp_chain every vector op joins a matrix unit and a micro-batch split has no vector work to overlap.
     Elu is the activation QNN runs on its own HVX kernel (tests/graph_passes/test_fold_agreement.py): the
     chain keeps one vector task per layer, which the split's slices can pair with each other's MatMuls."""

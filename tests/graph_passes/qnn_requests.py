@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import onnx
 
-from hexfuse.graph_passes.ort_check import random_inputs
+from hexfuse.graph_passes.rewrite.ort_check import random_inputs
 from hexfuse.tools.ab.qnn_session import QNN_EP, register_qnn
 from tests.graph_passes.qnn_compare import _run
 

@@ -17,9 +17,9 @@ import onnx
 import pytest
 
 from hexfuse.graph_passes import pipeline
-from hexfuse.graph_passes.balance import BalanceScorer
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.cost.cli import scorer_for
-from hexfuse.graph_passes.ort_check import compare_on_cpu
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
 from hexfuse.graph_passes.cost.cli import scorer_for
 from tests.cost.specs import estimated
 from tests.passes import fuse_model
@@ -34,7 +34,7 @@ LIGHT_POSITIVE: list[str] = []
 # save nothing once the matrix task keeps its QNN ops (no entry merging) and a task op runs on one HVX thread.
 LIGHT_HOST_ONLY = ["shufflenet", "resnet50"]
 # CNNs whose groups are Conv + its folded Relu beside a pool branch: the activation joins the Conv's
-# unit (QNN runs it inside the HMX kernel, graph_passes/folds.py), and op_package/qnn_ops.py has no QNN
+# unit (QNN runs it inside the HMX kernel, graph_passes/graph/folds.py), and op_package/qnn_ops.py has no QNN
 # translation for it yet, so on HTP the matrix task cannot be handed to QNN. Their former "Conv || Relu"
 # groups paired a Conv with the Relu QNN folds into another Conv (tests/graph_passes/test_fold_agreement.py).
 FOLDED_ACTIVATION_HOST_ONLY = ["googlenet.onnx", "inception_v1", "inception_v2"]

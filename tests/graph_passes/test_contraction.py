@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from hexfuse.graph_passes.contraction import Contraction
+from hexfuse.graph_passes.select.contraction import Contraction
 
 
 def _quotient_is_acyclic(successors, groups) -> bool:

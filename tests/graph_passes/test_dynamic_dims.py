@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load import fixed_dims, load_model, parse_fix_dim, symbolic_dims
+from hexfuse.graph_passes.load.model import fixed_dims, load_model, parse_fix_dim, symbolic_dims
 
 
 def dynamic_batch_export(batch: str = "batch_size") -> onnx.ModelProto:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hexfuse.graph_passes.engine_map import (
+from hexfuse.graph_passes.engines.engine_map import (
     EngineMap,
     Kernel,
     NodeEngines,
@@ -20,9 +20,9 @@ from hexfuse.graph_passes.engine_map import (
     find_engine_map,
     load_engine_map,
 )
-from hexfuse.graph_passes.engines import OPTRACE, RULES, Engine, decide
+from hexfuse.graph_passes.engines.classify import OPTRACE, RULES, Engine, decide
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import file_sha256
+from hexfuse.graph_passes.load.io import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"

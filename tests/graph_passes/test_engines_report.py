@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hexfuse.cli import main
-from hexfuse.graph_passes.engines import OPTRACE, RULES
+from hexfuse.graph_passes.engines.classify import OPTRACE, RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 LMS = ["llama_prefill_decode_qdq.onnx", "gptj_block_qdq.onnx"]

@@ -25,8 +25,8 @@ import hexfuse
 from hexfuse.graph_passes.cost import load_target
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.cost.target import FOLDS
-from hexfuse.graph_passes.engine_map import load_engine_map
-from hexfuse.graph_passes.folds import ACTIVATIONS, FOLDABLE, HOSTS
+from hexfuse.graph_passes.engines.engine_map import load_engine_map
+from hexfuse.graph_passes.graph.folds import ACTIVATIONS, FOLDABLE, HOSTS
 from hexfuse.graph_passes.pipeline import analyze_model
 
 ROOT = Path(__file__).resolve().parents[2]

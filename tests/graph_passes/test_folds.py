@@ -9,9 +9,9 @@ from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.cost import load_target
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.cost.opcost import task_cost
-from hexfuse.graph_passes.engines import Engine
-from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse.graph_passes.spec_builder import fused_op_spec
+from hexfuse.graph_passes.engines.classify import Engine
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.spec.builder import fused_op_spec
 from hexfuse.tools.synthetic import stacked_lm
 from tests import builders
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import onnx
 
 from tests.passes import analyze_model
-from hexfuse.graph_passes.balance import BalanceScorer
-from hexfuse.graph_passes.names import NameScope
+from hexfuse.graph_passes.select.balance import BalanceScorer
+from hexfuse.graph_passes.select.names import NameScope
 from tests import builders
 
 ANY_GAIN = BalanceScorer(min_gain=0.0)

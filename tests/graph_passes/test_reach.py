@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from hexfuse.graph_passes.reach import Reach, Reachability
+from hexfuse.graph_passes.analysis.reach import Reach, Reachability
 
 
 def _random_dag(count: int, seed: int, span: int) -> list[list[int]]:

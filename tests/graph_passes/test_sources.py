@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.passes import fuse_model
-from hexfuse.graph_passes.balance import BalanceScorer
-from hexfuse.graph_passes.outputs import analysis_report
-from hexfuse.graph_passes.report import render_report
-from hexfuse.graph_passes.sources import BRANCH, REQUEST, SOURCES, Sources
-from hexfuse.graph_passes.spec import FusionSpec
+from hexfuse.graph_passes.select.balance import BalanceScorer
+from hexfuse.graph_passes.report.outputs import analysis_report
+from hexfuse.graph_passes.report.document import render_report
+from hexfuse.graph_passes.analysis.sources import BRANCH, REQUEST, SOURCES, Sources
+from hexfuse.graph_passes.spec.model import FusionSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "models"

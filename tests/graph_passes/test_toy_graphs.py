@@ -5,15 +5,15 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from hexfuse.graph_passes.analysis import Analysis
-from hexfuse.graph_passes.balance import BalanceScorer
-from hexfuse.graph_passes.candidates import find_candidates, independence_problem
-from hexfuse.graph_passes.engines import Engine
-from hexfuse.graph_passes.ort_check import compare_on_cpu
+from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.select.balance import BalanceScorer
+from hexfuse.graph_passes.analysis.candidates import find_candidates, independence_problem
+from hexfuse.graph_passes.engines.classify import Engine
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
 from tests.passes import analyze_model, fuse_model
-from hexfuse.graph_passes.qdq import duplicate_shared_dequantize
-from hexfuse.graph_passes.select import select_groups
-from hexfuse.graph_passes.spec import FUSED_DOMAIN, FusionSpec
+from hexfuse.graph_passes.graph.qdq import duplicate_shared_dequantize
+from hexfuse.graph_passes.select.groups import select_groups
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, FusionSpec
 from tests import builders
 
 ANY_GAIN = BalanceScorer(min_gain=0.0)  # structure tests: accept every independent pair
@@ -82,8 +82,8 @@ def test_groups_that_would_close_a_cycle_are_not_both_fused(tmp_path):
 
 def test_cycle_closing_selection_is_repaired(tmp_path, monkeypatch):
     """Force the bad pairing {A, D} + {B, C}; the cycle check must drop one of them."""
-    from hexfuse.graph_passes import select as select_module
-    from hexfuse.graph_passes.candidates import Candidates, Pair
+    from hexfuse.graph_passes.select import groups as select_module
+    from hexfuse.graph_passes.analysis.candidates import Candidates, Pair
 
     analysis = Analysis.of(onnx.shape_inference.infer_shapes(builders.crossing_pairs()))
     by_name = {analysis.unit_label(t.units[0]).split("'")[1]: t for t in analysis.tasks}

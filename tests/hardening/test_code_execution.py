@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec.model import load_spec
 from hexfuse.op_package import render as render_module
 from hexfuse.op_package.literals import check_kernel_literal, check_rule
 from hexfuse.op_package.lower import RULES

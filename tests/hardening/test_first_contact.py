@@ -18,8 +18,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hexfuse.graph_passes import io as io_module
-from hexfuse.graph_passes.io import write_files
+from hexfuse.graph_passes.load import io as io_module
+from hexfuse.graph_passes.load.io import write_files
 from tests import builders
 from tests.hardening._support import one_error, run, temporaries
 
@@ -70,7 +70,7 @@ def test_oppkg_checks_the_htp_build_environment_before_writing(fused, tmp_path, 
 _WRITER = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from hexfuse.graph_passes import io
+    from hexfuse.graph_passes.load import io
     tag, folder = sys.argv[1], Path(sys.argv[2])
     real = os.replace
     def slow(src, dst):  # widen the window between the renames of one set

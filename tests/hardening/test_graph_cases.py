@@ -1,7 +1,7 @@
 """Class 6, graph cases: an If/Loop/Scan body reading an intermediate tensor of the main graph made
 the rewrite produce an unsorted graph (outer-scope reads were not dataflow); an omitted optional
 input "" crashed; a sparse initializer was refused as undefined; a static [0, 64] input was called
-dynamic. Outer-scope reads are now input edges in the flat graph (graph_passes/subgraphs.py), so
+dynamic. Outer-scope reads are now input edges in the flat graph (graph_passes/graph/subgraphs.py), so
 reachability, the topological order, independence and the fused node's outputs all see them."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.passes import analyze_model, fuse_model
-from hexfuse.graph_passes.balance import BalanceScorer
-from hexfuse.graph_passes.ort_check import compare_on_cpu
-from hexfuse.graph_passes.reach import Reach
+from hexfuse.graph_passes.select.balance import BalanceScorer
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.analysis.reach import Reach
 from tests import builders
 from tests.hardening._support import run
 

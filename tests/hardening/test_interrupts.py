@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hexfuse.graph_passes import io as io_module
-from hexfuse.graph_passes.spec import FusionSpec
+from hexfuse.graph_passes.load import io as io_module
+from hexfuse.graph_passes.spec.model import FusionSpec
 from tests import builders
 from tests.hardening._support import one_error, run, snapshot, spec_matches_model, temporaries
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from hexfuse.graph_passes.ort_check import diff, random_inputs
+from hexfuse.graph_passes.rewrite.ort_check import diff, random_inputs
 from tests import builders
 from tests.hardening._support import one_error, run
 

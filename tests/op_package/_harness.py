@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from hexfuse.cli import main as hexfuse_main
 from tests.builders import unfolded_activation_target
-from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.render import render_package

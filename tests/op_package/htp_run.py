@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from hexfuse.graph_passes.ort_check import random_inputs
+from hexfuse.graph_passes.rewrite.ort_check import random_inputs
 from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.qnn_session import QNN_EP, read_assignment, register_qnn
 

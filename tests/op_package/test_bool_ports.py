@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.cli import main as hexfuse_main
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec.model import load_spec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.render import render_package

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.render import render_package

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.op_package import cli
 from tests.op_package._harness import LIGHT, NEGATIVE_MODELS
 from hexfuse.op_package.render import op_packages_option, render_package

@@ -13,7 +13,7 @@ from hexfuse import analyze_model, fuse_model, supported_op_types
 from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.cost.cli import scorer_for
-from hexfuse.graph_passes.spec import FusionSpec, load_spec
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.qnn_ops import translate_matrix_task
 from hexfuse.op_package.render import render_package

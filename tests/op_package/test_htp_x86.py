@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hexfuse.cli import main as hexfuse_main
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec.model import load_spec
 from tests.builders import unfolded_activation_target
 from tests.htp_x86 import htp_x86_missing, last_json
 

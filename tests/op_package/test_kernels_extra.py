@@ -15,7 +15,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.plan import plan_fused_op

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hexfuse.graph_passes.spec import FusedOp
+from hexfuse.graph_passes.spec.model import FusedOp
 from hexfuse.op_package.host import wire_form
 from tests.op_package._harness import NEGATIVE_MODELS, compare
 

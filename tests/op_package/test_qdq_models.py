@@ -20,8 +20,8 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from hexfuse.graph_passes.spec import FusedOp, TaskSpec
-from hexfuse.graph_passes.spec import TensorSpec
+from hexfuse.graph_passes.spec.model import FusedOp, TaskSpec
+from hexfuse.graph_passes.spec.model import TensorSpec
 from hexfuse.op_package.host import quantize, wire_form
 from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.lower.qdq_fusion import Unit, find_qdq_units
@@ -48,7 +48,7 @@ def unit_op(index: int, unit: Unit, op: FusedOp) -> FusedOp:
 
 def source_name(name: str) -> str:
     """The original model's tensor behind a spec tensor: the pass gives every DQ one reader by copying it,
-    and a copy's output is named <output>_hexfuse_dup[_k] (graph_passes/qdq.py)."""
+    and a copy's output is named <output>_hexfuse_dup[_k] (graph_passes/graph/qdq.py)."""
     return re.sub(r"_hexfuse_dup(_[0-9]+)?$", "", name)
 
 

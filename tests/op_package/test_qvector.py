@@ -61,7 +61,7 @@ def unary_case(op: str, dtype: str) -> Case:
     e_in = _input_encoding(dtype, lo, hi)
     x = _all_codes(dtype)
     from hexfuse.op_package.lower.qlut import UNARY as FUNCS, codes, dequantize
-    from hexfuse.graph_passes.spec import QuantSpec
+    from hexfuse.graph_passes.spec.model import QuantSpec
     with np.errstate(all="ignore"):
         y = FUNCS[op](dequantize(codes(dtype), QuantSpec(dtype, (e_in[1],), (e_in[2],))), attrs).astype(np.float64)
     e_out = _output_encoding(dtype, y)
@@ -295,7 +295,7 @@ def test_ports_as_codes_fuse_boundary_units() -> None:
     """Before: port x (f32, wire u8) -> Sigmoid -> port y (f32, wire u8), port x -> Pow(p) -> port z.
     After (wire_ports): ports x, y, z are codes; Sigmoid is one lookup from x to y; Pow, whose exponent
     is a run-time tensor, stays float between a QDequantize of x and a QQuantize into z."""
-    from hexfuse.graph_passes.spec import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
+    from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
     wire = QuantSpec("uint8", (0.05,), (128,))
     x, y, z = (TensorSpec(n, "float32", (4, 64), wire=wire) for n in ("x", "y", "z"))
     p = TensorSpec("p", "float32", ())

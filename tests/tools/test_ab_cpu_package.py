@@ -16,7 +16,7 @@ import pytest
 from ab_testmodels import run_cli
 
 from hexfuse.graph_passes.cost.target import FOLDS, target_to_dict
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec.model import load_spec
 from hexfuse.op_package import ort_headers
 from hexfuse.op_package.ort_build import cached_ort_library, op_table_source
 from hexfuse.tools.ab import libkind
@@ -123,7 +123,7 @@ def test_without_a_spec_baselines_3_and_4_say_why(tiny_pair, tmp_path):
 
 
 def test_op_table_source_escapes_names_and_lists_ports():
-    from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
+    from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, TaskSpec, TensorSpec
     x, y = TensorSpec("x", "float32", (2, 3)), TensorSpec("y", "int64", ())
     task = TaskSpec("t", "vector", (NodeSpec("a", "Relu", "", ("x",), ("y",)),), ("x",), ("y",))
     op = FusedOp('HexFuse_0_"evil"\n', "n", (x,), (y,), (task,), (x, y))

@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from hexfuse.cli import main as hexfuse_main
-from hexfuse.graph_passes.spec import load_spec
+from hexfuse.graph_passes.spec.model import load_spec
 from hexfuse.op_package.render import op_packages_option
 from hexfuse.tools.ab.presets import load_preset
 from tests.builders import unfolded_activation_target

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hexfuse.graph_passes.cost.target import load_target
-from hexfuse.graph_passes.engine_map import load_engine_map
+from hexfuse.graph_passes.engines.engine_map import load_engine_map
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from hexfuse.cli import main
-from hexfuse.graph_passes.engine_map import beside_path, load_engine_map
+from hexfuse.graph_passes.engines.engine_map import beside_path, load_engine_map
 from hexfuse.tools.optrace import read_schematic
 from hexfuse.tools.qnn_engines import engine_map_from_schedule
 

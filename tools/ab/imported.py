@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import file_sha256
+from hexfuse.graph_passes.load.io import file_sha256
 
 from . import baselines, compare, guards, latency, models, profile, qnn_session, report, timeline
 from .options import AbOptions

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import same_file
+from hexfuse.graph_passes.load.io import same_file
 
 MAX_ITERS = 1_000_000      # ~ days of runs at 0.1 s each; beyond is a typo
 MAX_PROFILE_RUNS = 10_000

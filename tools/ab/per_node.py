@@ -22,7 +22,7 @@ from pathlib import Path
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec import FusedOp, FusionSpec, NodeSpec, TaskSpec
+from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, TaskSpec
 
 from .models import FUSED_DOMAIN
 

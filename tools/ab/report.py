@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.load.io import write_atomic
 
 from . import timeline
 

@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import file_sha256, write_atomic
+from hexfuse.graph_passes.load.io import file_sha256, write_atomic
 from hexfuse.tools.ab import models, qnn_session
 from hexfuse.tools.ab.inputs import load_npz, random_inputs
 from hexfuse.tools.ab.options import AbOptions
@@ -243,7 +243,7 @@ real, times and cycles are not a device's.
 
 
 def make_bundle(o: BundleOptions, say: Callable[[str], None]) -> Path:
-    from hexfuse.graph_passes.spec import load_spec
+    from hexfuse.graph_passes.spec.model import load_spec
     from hexfuse.op_package.cli import check_model_matches, spec_path
     from hexfuse.op_package.render import check_package_name, render_package
     from hexfuse.op_package.writer import write_tree

@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.io import write_atomic
+from hexfuse.graph_passes.load.io import write_atomic
 from hexfuse.tools.ab import models, qnn_session
 
 from .packages import PackageDir, registration, require_op_types

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hexfuse.graph_passes.spec import QuantSpec
+from hexfuse.graph_passes.spec.model import QuantSpec
 from hexfuse.op_package.lower import qfixed
 from hexfuse.op_package.lower.qlut import lookup_table, requantize_table, vlut32_order
 

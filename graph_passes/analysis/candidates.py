@@ -1,0 +1,157 @@
+"""Find candidate groups: tasks of different engines that are provably independent.
+
+Two tasks A and B may share one fused node only if
+  1. neither reaches the other (no path either way; beyond the reachability window: refused),
+  2. no buffer hazard (RAW/WAR/WAW through views) between them, and
+  3. the merged group is convex. Tasks are convex (tasks.py) and by 1. no path leaves one and
+     enters the other, so any path leaving A ∪ B and re-entering would start and end in one task,
+     contradicting its convexity: 3 follows from 1 and is re-checked on the final graph (select/groups.py).
+Partners are searched among the tasks placed near A in the level-sorted order, i.e. work that
+becomes ready at about the same time. Every task left without a partner gets a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.engines.classify import Engine
+from hexfuse.graph_passes.analysis.hazards import hazard
+from hexfuse.graph_passes.analysis.reach import Reach
+from hexfuse.graph_passes.analysis.tasks import Task
+
+PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
+MAX_PARTNERS = 4  # independent partners kept per task
+
+
+@dataclass(frozen=True)
+class Pair:
+    first: int  # task ids, first.lo < second.lo
+    second: int
+
+
+@dataclass(frozen=True)
+class Candidates:
+    pairs: tuple[Pair, ...]
+    partners: dict[int, tuple[int, ...]]  # task id -> independent partner task ids (both directions)
+    reasons: dict[int, str]  # fusable task id without any partner -> why
+
+
+def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
+    """Why tasks a and b may not run at the same time, or None when they provably may."""
+    for source, target in ((a, b), (b, a)):
+        path = analysis.reach.first_path(source.units, target.units)
+        if path is not None:
+            start, end, answer = path
+            verb = "reaches" if answer is Reach.YES else "is too far in the schedule to prove independent of"
+            return f"{analysis.unit_label(start)} {verb} {analysis.unit_label(end)}"
+    return hazard(analysis.buffers(a), analysis.buffers(b), analysis.flat.names)
+
+
+def _own_mask(task: Task) -> int:
+    """Bit j set <=> unit task.lo + j belongs to the task."""
+    lo, mask = task.units[0], 0
+    for unit in task.units:
+        mask |= 1 << (unit - lo)
+    return mask
+
+
+class _Starts:
+    """Which unit positions are the first unit of a fusable task of each engine, as 64-bit chunks, so
+    that "positions lo+1 .. lo+64 starting a task of another engine" is two shifts, not a scan."""
+
+    def __init__(self, tasks: list[Task], count: int) -> None:
+        size = count // 64 + 2
+        chunks: dict[str, list[int]] = {}  # by engine value: hashing an Enum member runs Python code
+        for task in tasks:
+            own = chunks.get(task.engine.value)
+            if own is None:
+                own = chunks[task.engine.value] = [0] * size
+            lo = task.units[0]
+            own[lo >> 6] |= 1 << (lo & 63)
+        every = [sum(column) for column in zip(*chunks.values())] if chunks else [0] * size  # starts never overlap
+        self.others = {engine: [e - o for e, o in zip(every, own)] for engine, own in chunks.items()}
+
+    def after(self, engine: Engine, lo: int) -> int:
+        """Bit k set <=> position lo + 1 + k (k < PARTNER_WINDOW) starts a task of another engine."""
+        chunks = self.others[engine.value]
+        start = lo + 1
+        c, r = start >> 6, start & 63
+        return ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK
+
+
+_WINDOW_MASK = (1 << PARTNER_WINDOW) - 1
+
+
+def find_candidates(analysis: Analysis) -> Candidates:
+    """Independent pairs of tasks of different engines that become ready near each other.
+
+    Per task, two bitsets relative to its first unit lo: the units it reaches (bit i: unit lo + 1 + i,
+    exact within the reachability window) and its own units (bit j: unit lo + j). The tasks of another
+    engine starting in the partner window minus the positions it reaches are the only ones worth a
+    look (in the LM most of the window depends on it); for those, whether b reaches a is one shift and
+    one AND; beyond the window the answer is "may" (refused)."""
+    assert PARTNER_WINDOW <= analysis.reach.window  # the reach mask is exact over the partner window
+    reasons: dict[int, str] = {}
+    fusable = []
+    for task in analysis.tasks:
+        if task.fusable:
+            blocked = analysis.claim_blocker(task)  # the QNN EP would not claim a node holding it
+            if blocked is None:
+                fusable.append(task)
+            else:
+                reasons[task.id] = blocked
+    fusable.sort(key=lambda task: task.units[0])
+    window = analysis.reach.window
+    starts = _Starts(fusable, len(analysis.units))
+    at = {task.units[0]: i for i, task in enumerate(fusable)}
+    reaches = [analysis.reach.mask_from(task.units) for task in fusable]
+    owns = [_own_mask(task) for task in fusable]
+    names = analysis.flat.names
+    buffers = analysis.buffers
+    pairs: list[Pair] = []
+    partners: dict[int, list[int]] = {task.id: [] for task in fusable}
+    for i, a in enumerate(fusable):
+        own = partners[a.id]
+        if len(own) >= MAX_PARTNERS:
+            continue
+        a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
+        candidates = starts.after(a.engine, a_lo) & ~a_reach
+        while candidates:
+            low = candidates & -candidates
+            candidates ^= low
+            b_lo = a_lo + low.bit_length()  # bit k is position a_lo + 1 + k
+            j = at[b_lo]
+            b = fusable[j]
+            if (b.units[-1] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
+                    or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
+                    # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
+                    or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
+                    or hazard(buffers(a), buffers(b), names)):
+                continue
+            pairs.append(Pair(a.id, b.id))
+            own.append(b.id)
+            partners[b.id].append(a.id)
+            if len(own) >= MAX_PARTNERS:
+                break
+    for task in fusable:
+        if not partners[task.id]:
+            reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
+    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+
+
+def _why_alone(analysis: Analysis, task: Task, starts: _Starts, fusable: list[Task], at: dict[int, int]) -> str:
+    """Why a task found no partner: what links it to the first task of another engine after it in the
+    window (its own scan refused every one of those), else to the nearest one before it."""
+    lo = task.units[0]
+    after = starts.after(task.engine, lo)
+    if after:
+        other = fusable[at[lo + (after & -after).bit_length()]]
+        return independence_problem(analysis, task, other) or "no independent partner (internal: none refused)"
+    for start in range(lo - 1, max(-1, lo - PARTNER_WINDOW - 1), -1):
+        index = at.get(start)
+        if index is not None and fusable[index].engine is not task.engine:
+            problem = independence_problem(analysis, fusable[index], task)
+            if problem:
+                return problem
+    return "no task of another engine becomes ready near it (the graph is a chain here)"

@@ -1,0 +1,258 @@
+"""Node units: the smallest pieces the pass moves, each tagged with its engine.
+
+A QDQ unit is one compute op together with the DequantizeLinear nodes that feed only it and the
+QuantizeLinear node that alone reads its output; a matrix op also takes the epilogues its target
+folds into it (folds.py):
+
+    DQ(x) ──┐
+    DQ(w) ──┼─> Conv ──> BatchNormalization ──> Q        one unit, engine of Conv (matrix)
+    DQ(b) ──┘
+
+Every other node is a unit of its own. Units are convex by construction (a DQ has one consumer, the
+Q and each folded epilogue one producer whose only use they are), so a set of whole units is convex
+whenever the unit graph says so.
+
+Units are numbered in a topological order sorted by ASAP level: nodes that become ready at the same
+time sit next to each other, which keeps independent branches inside the reachability window.
+Everything is kept in flat lists indexed by unit position (``Unit`` objects are built on demand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+import onnx
+
+from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine, engine_of, htp_engine
+from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
+from hexfuse.graph_passes.graph.folds import HOSTS, fold_source, is_host
+
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+_SHAPE_DTYPES = ("int64", "int32")
+_SHAPE_ARITHMETIC_MAX_ELEMENTS = 64
+_CONTROL_FLOW_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+class Unit(NamedTuple):
+    position: int  # index in the level-sorted topological order of units
+    level: int  # ASAP level: longest path from a graph input, in units
+    nodes: tuple[int, ...]  # node indices, topologically ordered
+    core: int  # the node that decides the engine
+    engine: Engine
+    blocker: str | None  # why this unit may never be fused, or None
+
+    @property
+    def fusable(self) -> bool:
+        return self.blocker is None and self.engine in FUSABLE_ENGINES
+
+
+@dataclass(frozen=True)
+class UnitGraph:
+    nodes: list[tuple[int, ...]]  # by position
+    core: list[int]
+    engine: list[Engine]
+    blocker: list[str | None]
+    level: list[int]
+    unit_of: list[int]  # node index -> unit position
+    successors: list[tuple[int, ...]]
+    predecessors: list[tuple[int, ...]]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @cached_property
+    def units(self) -> tuple[Unit, ...]:
+        return tuple(Unit(p, self.level[p], self.nodes[p], self.core[p], self.engine[p], self.blocker[p])
+                     for p in range(len(self.nodes)))
+
+
+def _single_consumer(flat: FlatGraph, tensor: int) -> int | None:
+    users = flat.consumers[tensor]
+    if len(users) != 1 or tensor in flat.graph_outputs:
+        return None
+    return users[0]
+
+
+def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[int]:
+    """Per node, the node whose unit it joins (itself for a unit's core). ``constant``: tensors
+    computed from constants alone."""
+    ops, domains = flat.op_types, flat.domains
+    owner = list(range(len(ops)))
+    special = {*_QDQ, *folds}
+    host_of: dict[int, str] = {}  # matrix ops and the epilogues folded into them -> host op type
+    dequantize = []
+    for index, op_type in enumerate(ops):
+        if folds and op_type in HOSTS and is_host(flat, index, constant):
+            host_of[index] = op_type
+        if op_type not in special or domains[index] not in ONNX_DOMAINS:
+            continue
+        if op_type == "DequantizeLinear":
+            dequantize.append(index)
+        elif op_type == "QuantizeLinear":
+            source = flat.producer[flat.inputs[index][0]]
+            if source < 0 or ops[source] in _QDQ or len(flat.outputs[source]) != 1:
+                continue
+            params_static = all(t < 0 or flat.is_constant(t) for t in flat.inputs[index][1:])
+            if params_static and _single_consumer(flat, flat.inputs[index][0]) == index:
+                owner[index] = owner[source]
+        else:
+            source = fold_source(flat, index, host_of, folds, constant)
+            if source is not None:
+                owner[index] = owner[source]
+                host_of[index] = host_of[source]
+    for index in dequantize:  # a DQ joins its consumer's unit, wherever that unit is rooted
+        user = _single_consumer(flat, flat.outputs[index][0])
+        if user is not None and ops[user] not in _QDQ:
+            owner[index] = owner[user]
+    return owner
+
+
+def _group_nodes(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[list[int]]:
+    """Partition node indices into units (lists of node indices), ordered by core."""
+    owner = _owners(flat, folds, constant)
+    if all(owner[i] == i for i in range(len(owner))):
+        return [[i] for i in range(len(owner))]
+    members: dict[int, list[int]] = {}
+    for index, core in enumerate(owner):
+        members.setdefault(core, []).append(index)
+    return [members[core] for core in sorted(members)]
+
+
+def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> tuple[bytearray, bytearray]:
+    """(nodes, tensors) computed from initializers and constants alone: runtimes fold them, so such
+    nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task."""
+    constant = bytearray(flat.initializer)  # IR<4 models list weights as inputs too: still weights
+    result = bytearray(flat.node_count)
+    for index, ins in enumerate(flat.inputs):
+        for tensor in ins:
+            if tensor >= 0 and not constant[tensor]:
+                break
+        else:
+            if engines[flat.op_types[index], flat.domains[index]] is not Engine.OPAQUE:
+                result[index] = 1
+                for tensor in flat.outputs[index]:
+                    if tensor >= 0:
+                        constant[tensor] = 1
+    return result, constant
+
+
+class _Blockers:
+    """Why a unit may never be fused (or None), with per-type facts computed once per distinct type."""
+
+    def __init__(self, flat: FlatGraph, supported_ops: frozenset[str] | None, label: Callable[[int], str]) -> None:
+        self.flat, self.supported_ops, self.label = flat, supported_ops, label
+        self.static_shape = [kind.shape is not None for kind in flat.types]
+        self.empty = [kind.shape is not None and kind.elements == 0 for kind in flat.types]  # a static 0 dimension
+        self.shape_like = [kind.dtype in _SHAPE_DTYPES and kind.shape is not None
+                           and kind.elements <= _SHAPE_ARITHMETIC_MAX_ELEMENTS for kind in flat.types]
+
+    def is_shape_arithmetic(self, index: int) -> bool:
+        for tensor in self.flat.outputs[index]:
+            kind = self.flat.type_of[tensor] if tensor >= 0 else -1
+            if kind < 0 or not self.shape_like[kind]:
+                return False
+        return True
+
+    def of(self, nodes: list[int], core: int, engine: Engine, constant: bool) -> tuple[Engine, str | None]:
+        flat = self.flat
+        if constant:
+            return Engine.FREE, f"{self.label(core)} computes a constant (folded by the runtime, kept outside fused nodes)"
+        if engine is Engine.OPAQUE:
+            node = flat.node(core)
+            if any(a.type in _CONTROL_FLOW_TYPES for a in node.attribute):
+                return engine, f"{self.label(core)} holds a subgraph (control flow is never fused)"
+            domain = f" in domain {node.domain!r}" if node.domain else ""
+            return engine, f"{self.label(core)}{domain} is not an op hexfuse knows (treated as a barrier)"
+        if engine is not Engine.FREE and self.is_shape_arithmetic(core):
+            engine = Engine.FREE
+        if self.supported_ops is not None:
+            for index in nodes:
+                if flat.op_types[index] not in self.supported_ops:
+                    return engine, f"{self.label(core)}: the backend has no kernel for {flat.op_types[index]} (left unfused)"
+        type_of, static_shape, empty = flat.type_of, self.static_shape, self.empty
+        for index in nodes:
+            for tensor in (*flat.inputs[index], *flat.outputs[index]):
+                if tensor >= 0 and (type_of[tensor] < 0 or not static_shape[type_of[tensor]]):
+                    return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} has no static shape"
+                if tensor >= 0 and empty[type_of[tensor]]:  # static, not dynamic: just nothing to compute
+                    return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} is empty (a 0 dimension)"
+        return engine, None
+
+
+def _group_successors(flat: FlatGraph, groups: list[list[int]], group_of: list[int] | None) -> list[list[int]]:
+    """Per group, the groups reading its outputs (ascending, each once)."""
+    outputs, consumers = flat.outputs, flat.consumers
+    if group_of is None:  # every node its own unit: consumers lists are already sorted and unique
+        result = []
+        for outs in outputs:
+            if len(outs) == 1:
+                result.append(consumers[outs[0]] if outs[0] >= 0 else [])
+            else:
+                result.append(sorted({user for t in outs if t >= 0 for user in consumers[t]}))
+        return result
+    result = []
+    for gid, group in enumerate(groups):
+        targets = {group_of[user] for index in group for t in outputs[index] if t >= 0 for user in consumers[t]}
+        targets.discard(gid)
+        result.append(sorted(targets))
+    return result
+
+
+def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
+                label: Callable[[int], str] | None = None, htp: bool = False) -> UnitGraph:
+    """Units of the model. ``supported_ops``: the backend's capability table (None = no limit);
+    ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes;
+    ``htp``: non-matrix tasks run as HVX task ops (engines.htp_engine: no DMA class)."""
+    label = label or (lambda index: f"#{index} {flat.op_types[index]}")
+    ops, domains = flat.op_types, flat.domains
+    engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in set(zip(ops, domains))}
+    constant, constant_tensors = _constant_nodes(flat, engines)
+    groups = _group_nodes(flat, folds, constant_tensors)
+    group_of: list[int] | None = None
+    if len(groups) != len(ops):
+        group_of = [0] * len(ops)
+        for gid, group in enumerate(groups):
+            for index in group:
+                group_of[index] = gid
+    succ = _group_successors(flat, groups, group_of)
+    # ASAP levels over the group DAG. Groups are ordered by their last node, which is a topological
+    # order: edges leave a unit only from its last node (the op, the Q or the epilogue that alone reads it).
+    last = [group[-1] for group in groups]
+    order = range(len(groups)) if all(a < b for a, b in zip(last, last[1:])) else sorted(range(len(groups)), key=last.__getitem__)
+    level = [0] * len(groups)
+    for gid in order:
+        next_level = level[gid] + 1
+        for user in succ[gid]:
+            if level[user] < next_level:
+                level[user] = next_level
+    buckets: list[list[int]] = [[] for _ in range(max(level, default=0) + 1)]
+    for gid in order:  # by level, then by last node (a stable bucket sort)
+        buckets[level[gid]].append(gid)
+    ranked = [gid for bucket in buckets for gid in bucket]
+    position = [0] * len(groups)
+    for pos, gid in enumerate(ranked):
+        position[gid] = pos
+    blockers = _Blockers(flat, supported_ops, label)
+    nodes, cores, unit_engines, unit_blockers, levels, successors = [], [], [], [], [], []
+    for gid in ranked:
+        group = groups[gid]
+        core = next((i for i in group if ops[i] not in _QDQ), group[0]) if len(group) > 1 else group[0]
+        is_constant = constant[core] and all(constant[i] for i in group)
+        engine, blocker = blockers.of(group, core, engines[ops[core], domains[core]], is_constant)
+        nodes.append(tuple(group))
+        cores.append(core)
+        unit_engines.append(engine)
+        unit_blockers.append(blocker)
+        levels.append(level[gid])
+        targets = succ[gid]
+        successors.append((position[targets[0]],) if len(targets) == 1 else tuple(sorted(position[t] for t in targets)))
+    predecessors: list[list[int]] = [[] for _ in groups]
+    for pos, users in enumerate(successors):
+        for user in users:
+            predecessors[user].append(pos)
+    unit_of = [position[g] for g in group_of] if group_of is not None else position
+    return UnitGraph(nodes, cores, unit_engines, unit_blockers, levels, unit_of, successors,
+                     [tuple(p) for p in predecessors])

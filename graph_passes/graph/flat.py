@@ -1,0 +1,281 @@
+"""The graph the pass edits as flat integer arrays, built in one walk over the protobuf.
+
+    nodes    op_types[i], domains[i], inputs[i] / outputs[i] (tensor ids; -1 = omitted optional input);
+             a node with subgraphs (If/Loop/Scan) lists the outer tensors they read after its own
+             inputs (subgraphs.py): ``explicit[i]`` is the number of inputs the NodeProto itself has
+    tensors  names[t], ids[name], producer[t] (node or -1), consumers[t] (nodes, each once, in order),
+             type_of[t] (index into types, -1 unknown), static[t], initializer[t]
+    types    TensorType per distinct TypeProto: a 100k-node LM has ~10 distinct types, so shapes and
+             dtypes are decoded once per type, not once per tensor
+
+Every later stage (units, tasks, candidates, selection, rewrite) indexes these lists instead of
+walking protobuf repeated fields: touching a field of a protobuf message from Python costs about as
+much as a dozen list lookups, and the pass touches every node several times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from hexfuse.graph_passes.graph.dataflow import overridable_initializers
+from hexfuse.graph_passes.graph.subgraphs import has_subgraph, outer_reads
+
+ONNX_DOMAINS = ("", "ai.onnx")
+# Never folded: random ops give a new value on every run; ONNX Runtime keeps DequantizeLinear of a
+# weight so QDQ-aware EPs (QNN) still see the quantized weight (qdq_boundary.py folds it into the port);
+# control flow is not folded either.
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                         "Bernoulli", "DequantizeLinear", "If", "Loop", "Scan"})
+
+
+@dataclass(frozen=True)
+class TensorType:
+    elem_type: int  # onnx.TensorProto data type; 0 where the type is not a tensor type
+    dtype: str | None  # numpy name ("float32", "uint8", ...), None where not a tensor type
+    shape: tuple[int, ...] | None  # None where any dimension is unknown or symbolic
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape) if self.shape is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        if self.shape is None or self.dtype is None:
+            return 0
+        try:
+            return self.elements * np.dtype(self.dtype).itemsize
+        except TypeError:
+            return 0
+
+
+def _decode(type_proto: onnx.TypeProto) -> TensorType:
+    if not type_proto.HasField("tensor_type"):
+        return TensorType(0, None, None)
+    tensor = type_proto.tensor_type
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        dtype = None
+    shape = None
+    if tensor.HasField("shape"):
+        dims = tensor.shape.dim
+        if all(dim.HasField("dim_value") for dim in dims):
+            shape = tuple(dim.dim_value for dim in dims)
+    return TensorType(tensor.elem_type, dtype, shape)
+
+
+@dataclass
+class FlatGraph:
+    model: onnx.ModelProto  # node i of the flat graph is model.graph.node[i]
+    op_types: list[str]
+    domains: list[str]
+    inputs: list[tuple[int, ...]]
+    outputs: list[tuple[int, ...]]
+    names: list[str]
+    ids: dict[str, int]
+    producer: list[int]
+    consumers: list[list[int]]
+    type_of: list[int]
+    types: list[TensorType]
+    static: bytearray  # an initializer that no feed can override (dataflow.overridable_initializers)
+    initializer: bytearray  # any initializer (IR<4 models also list weights as graph inputs)
+    graph_inputs: frozenset[int]
+    graph_outputs: frozenset[int]
+    type_source: dict[int, onnx.ValueInfoProto] = field(repr=False)  # tensor -> inferred ValueInfoProto
+    explicit: dict[int, int] = field(default_factory=dict)  # node with outer-scope reads -> its own input count
+    _values: dict[int, np.ndarray | None] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def build(model: onnx.ModelProto, typed: onnx.GraphProto | None = None,
+              aliases: Mapping[str, str] | None = None) -> FlatGraph:
+        """``typed``: a shape-inferred graph holding the types (default: ``model.graph`` itself);
+        ``aliases``: tensors absent from ``typed`` that have the type of another (copies of a DQ)."""
+        graph = model.graph
+        typed = typed if typed is not None else graph
+        ids: dict[str, int] = {}
+        names: list[str] = []
+        inputs: list[tuple[int, ...]] = []
+        outputs: list[tuple[int, ...]] = []
+
+        def intern(name: str) -> int:
+            index = ids.get(name)
+            if index is None:
+                index = ids[name] = len(names)
+                names.append(name)
+            return index
+
+        for info in graph.input:
+            intern(info.name)
+        for init in graph.initializer:
+            intern(init.name)
+        get = ids.get
+
+        def port_ids(port_names) -> tuple[int, ...]:
+            row = []
+            for name in port_names:
+                if not name:
+                    row.append(-1)  # an omitted optional input
+                    continue
+                index = get(name)
+                if index is None:
+                    index = ids[name] = len(names)
+                    names.append(name)
+                row.append(index)
+            return tuple(row)
+
+        explicit: dict[int, int] = {}
+        nodes = graph.node
+        op_types = [node.op_type for node in nodes]
+        domains = [node.domain for node in nodes]
+        for index, node in enumerate(nodes):
+            # In a sorted, valid graph every input is known by now: one lookup per name, and the
+            # slow path (which interns unknown names in order) only for what is not.
+            ins = tuple([get(name, -1) for name in node.input])
+            if -1 in ins:
+                ins = port_ids(node.input)
+            if node.attribute and has_subgraph(node):  # rare: control flow only
+                reads = outer_reads(node)
+                if reads:
+                    explicit[index] = len(ins)
+                    ins += port_ids(reads)
+            inputs.append(ins)
+            outputs.append(port_ids(node.output))
+        for info in graph.output:
+            intern(info.name)
+        count = len(names)
+        producer = [-1] * count
+        consumers: list[list[int]] = [[] for _ in range(count)]
+        for index, outs in enumerate(outputs):
+            for tensor in outs:
+                if tensor >= 0:
+                    producer[tensor] = index
+        for index, ins in enumerate(inputs):
+            for tensor in ins if len(ins) == 1 else dict.fromkeys(ins):  # a node reading a tensor twice reads it once
+                if tensor >= 0:
+                    consumers[tensor].append(index)
+        graph_inputs = frozenset(ids[info.name] for info in graph.input)
+        graph_outputs = frozenset(ids[info.name] for info in graph.output)
+        initializer = bytearray(count)
+        static = bytearray(count)
+        overridable = overridable_initializers(model)
+        for init in graph.initializer:
+            tensor = ids[init.name]
+            initializer[tensor] = 1
+            static[tensor] = init.name not in overridable
+        type_of, types, source = _types(typed, graph, ids, count)
+        for alias, original in (aliases or {}).items():
+            if alias in ids and original in ids:
+                type_of[ids[alias]] = type_of[ids[original]]
+                if ids[original] in source:
+                    copy = onnx.ValueInfoProto()
+                    copy.CopyFrom(source[ids[original]])
+                    copy.name = alias
+                    source[ids[alias]] = copy
+        return FlatGraph(model, op_types, domains, inputs, outputs, names, ids, producer, consumers, type_of,
+                         types, static, initializer, graph_inputs, graph_outputs, source, explicit)
+
+    # -- lookups ---------------------------------------------------------------------------------
+    @property
+    def node_count(self) -> int:
+        return len(self.op_types)
+
+    @property
+    def nodes(self):
+        """The model's node list (protobuf repeated field), fetched once."""
+        nodes = self.__dict__.get("_nodes")
+        if nodes is None:
+            nodes = self.__dict__["_nodes"] = self.model.graph.node
+        return nodes
+
+    def node(self, index: int) -> onnx.NodeProto:
+        return self.nodes[index]
+
+    def type(self, tensor: int) -> TensorType | None:
+        kind = self.type_of[tensor] if tensor >= 0 else -1
+        return self.types[kind] if kind >= 0 else None
+
+    def shape(self, tensor: int) -> tuple[int, ...] | None:
+        kind = self.type(tensor)
+        return kind.shape if kind is not None else None
+
+    def is_constant(self, tensor: int) -> bool:
+        """An initializer no feed overrides, or the ``value`` of a Constant node (no array decoded)."""
+        if self.static[tensor]:
+            return True
+        source = self.producer[tensor]
+        return source >= 0 and self.op_types[source] == "Constant" and any(
+            attribute.name == "value" for attribute in self.node(source).attribute)
+
+    @property
+    def folds_to_constant(self) -> bytearray:
+        """Per tensor: a constant once the runtime folds constants (ONNX Runtime does at every level
+        but "disable all"): a static initializer, or the output of a deterministic standard node whose
+        inputs all fold (light models build their weights with ConstantOfShape, for one)."""
+        marks = self.__dict__.get("_folds")
+        if marks is None:
+            marks = self.__dict__["_folds"] = bytearray(self.static)
+            for index, op_type in enumerate(self.op_types):  # nodes are in topological order
+                if (self.domains[index] in ONNX_DOMAINS and op_type not in _NOT_FOLDED
+                        and all(t < 0 or marks[t] for t in self.inputs[index])):
+                    for tensor in self.outputs[index]:
+                        if tensor >= 0:
+                            marks[tensor] = 1
+        return marks
+
+    def constant_value(self, tensor: int) -> np.ndarray | None:
+        if tensor in self._values:
+            return self._values[tensor]
+        value = None
+        if self.static[tensor]:
+            value = onnx.numpy_helper.to_array(self._initializer(self.names[tensor]))
+        elif self.producer[tensor] >= 0 and self.op_types[self.producer[tensor]] == "Constant":
+            for attribute in self.node(self.producer[tensor]).attribute:
+                if attribute.name == "value":
+                    value = onnx.numpy_helper.to_array(attribute.t)
+        self._values[tensor] = value
+        return value
+
+    def _initializer(self, name: str) -> onnx.TensorProto:
+        table = self.__dict__.get("_initializers")
+        if table is None:
+            table = self.__dict__["_initializers"] = {init.name: init for init in self.model.graph.initializer}
+        return table[name]
+
+
+def _types(typed: onnx.GraphProto, graph: onnx.GraphProto, ids: dict[str, int],
+           count: int) -> tuple[list[int], list[TensorType], dict[int, onnx.ValueInfoProto]]:
+    """Type id per tensor. Later sources win as in the inferred model: inputs, value_info, outputs;
+    initializers fill what is left. Types are interned by their serialized TypeProto."""
+    type_of = [-1] * count
+    table: dict[bytes, int] = {}
+    types: list[TensorType] = []
+    source: dict[int, onnx.ValueInfoProto] = {}
+    get = ids.get
+    for infos in (typed.input, typed.value_info, typed.output):
+        for info in infos:
+            tensor = get(info.name)
+            if tensor is None:
+                continue
+            key = info.type.SerializeToString()
+            kind = table.get(key)
+            if kind is None:
+                kind = table[key] = len(types)
+                types.append(_decode(info.type))
+            type_of[tensor] = kind
+            source[tensor] = info
+    for init in graph.initializer:
+        tensor = ids[init.name]
+        if type_of[tensor] < 0:
+            key = b"init" + bytes(str((init.data_type, tuple(init.dims))), "ascii")
+            kind = table.get(key)
+            if kind is None:
+                kind = table[key] = len(types)
+                types.append(_decode(helper.make_tensor_type_proto(init.data_type, list(init.dims))))
+            type_of[tensor] = kind
+    return type_of, types, source

@@ -1,0 +1,7 @@
+"""Reading a model in and writing results out.
+
+    model.py     load_model: read, validate, upgrade the opset, sort, infer shapes (one-line errors)
+    toposort.py  a deterministic topological order, with a clear error on cycles
+    sparse.py    sparse initializers as the dense ones they stand for
+    io.py        write_files: outputs staged and renamed, never a mix of runs, never the input
+"""

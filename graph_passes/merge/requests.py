@@ -1,0 +1,227 @@
+"""Merge two models into one graph that runs both as independent requests (``hexfuse merge``).
+
+    prefill.onnx:  ids ──> [P] ──> logits        merged:  prefill/ids ──> [prefill/…] ──> prefill/logits
+    decode.onnx:   ids ──> [D] ──> logits   ==>           decode/ids  ──> [decode/…]  ──> decode/logits
+                                                          W (same bytes in P and D): stored once, read by both
+
+Every node and non-shared tensor name gets its request's prefix (``<name>/``), so inputs and outputs
+stay disjoint. An initializer (2+ elements) whose dtype, shape and bytes are equal in both models is
+stored once (under its own name when both models call it the same, else under the first model's
+prefixed name).
+The requests share no node, so no task of one reaches a task of the other: ``hexfuse fuse`` pairs the
+matrix work of one with the vector work of the other like any two branches. The model records its
+requests (``hexfuse.requests`` metadata) so reports can say which request a task came from.
+
+Off the pass's hot path, so the surgery uses onnx-graphsurgeon: renaming a tensor object renames every
+use of it, and pointing a node at the other model's constant is one assignment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load.model import LoadedModel, load_model
+from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
+
+# Scalars (scales, zero points) are stored per request. Sharing them saves nothing, and on the QNN HTP
+# simulator (onnxruntime-qnn 2.7.0) sharing uint8 zero-point scalars between the requests of the merged
+# llama_prefill_qdq + llama_decode_qdq changed two decode outputs by 1-2 LSB; sharing only tensors of 2+
+# elements kept every output bit-identical to running the models separately.
+MIN_SHARED_ELEMENTS = 2
+MIN_MERGED_IR = 4  # below IR 4 every initializer is also a graph input; the merged model stores weights only
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")  # no "/": prefixes never nest, so names never clash
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    loaded: LoadedModel
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}/"
+
+
+@dataclass(frozen=True)
+class Merged:
+    model: onnx.ModelProto
+    mapping: dict  # what ``hexfuse merge`` writes beside the model (original name -> merged name)
+    shared_initializers: int
+    shared_bytes: int  # bytes stored once instead of twice
+    inputs: tuple[LoadedModel, ...] = ()  # the two models as read (what the writer must not overwrite)
+
+
+def default_names(path_a: Path, path_b: Path) -> tuple[str, str]:
+    """The file stems when they are valid and differ, else ``a`` and ``b``."""
+    stems = (Path(path_a).stem, Path(path_b).stem)
+    if stems[0] != stems[1] and all(_NAME.match(stem) for stem in stems):
+        return stems
+    return ("a", "b")
+
+
+def _check_names(names: tuple[str, str]) -> None:
+    for name in names:
+        if not _NAME.match(name):
+            raise HexfuseError(f"request name {name!r} must start with a letter and use only letters, digits, '_', '.', '-'")
+    if names[0] == names[1]:
+        raise HexfuseError(f"both requests are named {names[0]!r}: their names would clash; give two different names")
+
+
+def _check_mergeable(request: Request) -> None:
+    model, path = request.loaded.model, request.loaded.path
+    if model.ir_version > onnx.IR_VERSION:
+        raise HexfuseError(f"{path}: IR version {model.ir_version} is newer than the newest supported ({onnx.IR_VERSION})")
+    if any(o.domain == FUSED_DOMAIN for o in model.opset_import) or any(f.domain == FUSED_DOMAIN for f in model.functions):
+        raise HexfuseError(f"{path}: already fused by hexfuse; merge the original models, then fuse the merged one")
+    initializers = {init.name for init in model.graph.initializer}
+    for info in model.graph.input:
+        if info.name in initializers:
+            continue  # IR<4 weight listed as an input: it keeps its value
+        dims = info.type.tensor_type.shape.dim if info.type.HasField("tensor_type") else ()
+        for axis, dim in enumerate(dims):
+            if not dim.HasField("dim_value"):
+                what = f"symbolic {dim.dim_param!r}" if dim.dim_param else "unknown"
+                raise HexfuseError(
+                    f"{path}: input {info.name!r} has a {what} dimension on axis {axis}; the pass pairs tasks by their "
+                    "static cost, so fix the shapes (e.g. onnxruntime.tools.make_dynamic_shape_fixed) before merging")
+
+
+def _merged_opsets(requests: list[Request]) -> list[onnx.OperatorSetIdProto]:
+    versions: dict[str, tuple[int, Request]] = {}
+    for request in requests:
+        for opset in request.loaded.model.opset_import:
+            domain = "" if opset.domain == "ai.onnx" else opset.domain
+            seen = versions.setdefault(domain, (opset.version, request))
+            if seen[0] != opset.version:
+                label = domain or "ai.onnx"
+                raise HexfuseError(
+                    f"incompatible opsets: {seen[1].loaded.path.name} imports {label} {seen[0]} but "
+                    f"{request.loaded.path.name} imports {label} {opset.version}; convert one (onnx.version_converter) first")
+    return [onnx.helper.make_opsetid(domain, version) for domain, (version, _) in sorted(versions.items())]
+
+
+def _merged_functions(requests: list[Request]) -> list[onnx.FunctionProto]:
+    """Model-local functions of both; one defined differently in the two cannot be told apart at call sites."""
+    kept: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+    for request in requests:
+        for function in request.loaded.model.functions:
+            key = (function.domain, function.name, function.overload)
+            other = kept.setdefault(key, function)
+            if other.SerializeToString(deterministic=True) != function.SerializeToString(deterministic=True):
+                raise HexfuseError(
+                    f"name clash: both models define local function {function.domain}::{function.name} differently; "
+                    "rename it in one of them before merging")
+    return list(kept.values())
+
+
+def _constant_key(tensor: gs.Constant) -> tuple:
+    values = np.ascontiguousarray(tensor.values)
+    return (str(values.dtype), values.shape, hashlib.sha256(values.tobytes()).digest())
+
+
+def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
+    """Prefix every name; point the second model at the first's byte-identical constants. Returns
+    (shared initializers, bytes saved)."""
+    prefixes = tuple(r.prefix for r in requests)
+    first: dict[tuple, gs.Constant] = {}
+    first_name: dict[int, str] = {}  # id(constant) -> its name in its own model
+    shared, saved = 0, 0
+    for number, (request, graph) in enumerate(zip(requests, graphs)):
+        tensors = graph.tensors()
+        for index, node in enumerate(graph.nodes):
+            node.name = request.prefix + (node.name or f"{node.op}_{index}")
+        for name, tensor in tensors.items():
+            if not name:
+                continue  # an omitted optional input
+            if not isinstance(tensor, gs.Constant):
+                tensor.name = request.prefix + name
+                continue
+            key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS else None
+            kept = first.get(key) if number > 0 and key is not None else None
+            if kept is None:
+                if number == 0 and key is not None:
+                    first.setdefault(key, tensor)
+                    first_name[id(tensor)] = name
+                tensor.name = request.prefix + name
+                continue
+            for node in list(tensor.outputs):  # every reader of B's copy reads A's instead
+                for slot, used in enumerate(node.inputs):
+                    if used is tensor:
+                        node.inputs[slot] = kept
+            if first_name[id(kept)] == name and not name.startswith(prefixes):
+                kept.name = name  # both models call it the same: keep the name (no prefixed name starts so)
+            shared += 1
+            saved += int(tensor.values.nbytes)
+    return shared, saved
+
+
+def _mapping(requests: list[Request], model: onnx.ModelProto) -> dict:
+    def side(infos, request: Request) -> dict[str, str]:
+        return {info.name: request.prefix + info.name for info in infos}
+
+    return {
+        "merged_inputs": [info.name for info in model.graph.input],
+        "requests": [
+            {"name": r.name, "prefix": r.prefix, "model": r.loaded.path.name, "sha256": r.loaded.sha256,
+             "inputs": side(r.loaded.model.graph.input, r), "outputs": side(r.loaded.model.graph.output, r)}
+            for r in requests
+        ],
+    }
+
+
+def merge_models(path_a: str | Path, path_b: str | Path, names: tuple[str, str] | None = None) -> Merged:
+    """One model computing both: disjoint prefixed inputs/outputs, byte-identical weights stored once."""
+    names = tuple(names) if names else default_names(Path(path_a), Path(path_b))
+    _check_names(names)
+    requests = [Request(name, load_model(path)) for name, path in zip(names, (path_a, path_b))]
+    for request in requests:
+        _check_mergeable(request)
+    opsets = _merged_opsets(requests)
+    functions = _merged_functions(requests)
+    graphs = [gs.import_onnx(_without_functions(r.loaded.model)) for r in requests]
+    shared, saved = _rename(requests, graphs)
+    graph = gs.Graph(
+        nodes=[node for g in graphs for node in g.nodes], inputs=[t for g in graphs for t in g.inputs],
+        outputs=[t for g in graphs for t in g.outputs], name="+".join(names),
+    )
+    model = gs.export_onnx(graph, do_type_check=True, opset_imports=opsets)
+    model.functions.extend(functions)
+    model.ir_version = max(MIN_MERGED_IR, *(r.loaded.model.ir_version for r in requests))
+    model.producer_name, model.producer_version = "hexfuse merge", ""
+    entry = model.metadata_props.add()
+    entry.key, entry.value = REQUESTS_KEY, json.dumps([[r.name, r.prefix] for r in requests])
+    _check_merged(model, requests)
+    return Merged(model, _mapping(requests, model), shared, saved, tuple(r.loaded for r in requests))
+
+
+def _without_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """gs would re-export local functions through its own object model; they are merged as protobuf instead."""
+    if not model.functions:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.functions[:]
+    return copy
+
+
+def _check_merged(model: onnx.ModelProto, requests: list[Request]) -> None:
+    names = [n for n in (*(i.name for i in model.graph.input), *(o for node in model.graph.node for o in node.output)) if n]
+    if len(names) != len(set(names)):
+        clash = next(n for n in names if names.count(n) > 1)
+        raise HexfuseError(f"name clash: {clash!r} is defined twice in the merged model; choose other request names")
+    try:
+        onnx.checker.check_model(model)
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception as exc:  # checker and inference raise several types from C++
+        label = " + ".join(r.loaded.path.name for r in requests)
+        raise HexfuseError(f"internal error: merging {label} gave an invalid model: {str(exc).splitlines()[0]}") from None

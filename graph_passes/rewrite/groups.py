@@ -1,0 +1,185 @@
+"""Rewrite each chosen group into ONE node that calls a model-local ONNX function.
+
+    x ──> MatMul ──> y          x ──┐                       ┌──> y
+                          ==>       ├──> HexFuse_0_ab12cd ───┤
+    z ──> Softmax ──> s         z ──┘   (domain "hexfuse")  └──> s
+
+The function body is the original nodes, unchanged, so stock ONNX Runtime inlines it and computes
+exactly the original; an op package registered for the op type claims the node on the QNN EP.
+Groups that are identical up to renaming (structure.py) call one function: its body is the first
+such group's nodes, and every other call passes its own tensors in the same positions.
+Encoding rules (DESIGN.md section 3): domain "hexfuse", op types never ONNX op names, numeric
+attributes only (``serial``), a value_info entry for every fused output.
+
+Runtimes must see the original's semantics: functions need IR 8, and from IR 4 on ONNX Runtime treats an
+initializer that is also listed in ``graph.input`` as an overridable input (no constant folding, no
+prepacked weights: fused light models ran 1.17-1.53x slower on ORT CPU). IR 3 models list every
+initializer as an input and mean constants, so those entries are dropped when the rewrite moves past IR 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import onnx
+from onnx import helper
+
+from hexfuse.graph_passes.graph.dataflow import OVERRIDABLE_INITIALIZERS_IR
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.graph.flat import FlatGraph
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
+
+MIN_IR_VERSION = 8  # model-local functions need IR version 8
+
+
+@dataclass(frozen=True)
+class Call:
+    """One fused node to write: the op type it calls and the nodes it replaces."""
+
+    op: int  # index into the fused ops
+    node_name: str
+    nodes: tuple[int, ...]  # replaced node indices, in function-body order (task after task)
+    inputs: tuple[int, ...]  # tensor ids, in the op's input order
+    outputs: tuple[int, ...]  # tensor ids, in the op's output order
+
+
+def _function(op: FusedOp, body: list[onnx.NodeProto], opsets: list[onnx.OperatorSetIdProto]) -> onnx.FunctionProto:
+    return helper.make_function(
+        FUSED_DOMAIN, op.op_type,
+        inputs=[tensor.name for tensor in op.inputs], outputs=[tensor.name for tensor in op.outputs],
+        nodes=body, opset_imports=opsets, attributes=[SERIAL_ATTRIBUTE],
+        doc_string=f"hexfuse {op.rule} fusion of {len(op.tasks)} tasks: " + ", ".join(t.engine for t in op.tasks),
+    )
+
+
+def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> list[int]:
+    """A topological order of the new node list, staying as close to the given order as it can.
+
+    ``slots`` lists (kind, index): kind 0 an original node, 1 a call. Nodes are taken in list order;
+    one whose inputs are not all produced yet waits and is released the moment its last input is,
+    so the order is linear to compute and deterministic. A cycle leaves nodes unreleased."""
+    produced = bytearray(len(flat.names))
+    for tensor, source in enumerate(flat.producer):
+        if source < 0:
+            produced[tensor] = 1  # graph inputs and initializers
+    ins = [calls[index].inputs if kind else flat.inputs[index] for kind, index in slots]
+    outs = [calls[index].outputs if kind else flat.outputs[index] for kind, index in slots]
+    waiting: dict[int, list[int]] = {}
+    missing = [0] * len(slots)
+    order: list[int] = []
+    for slot in range(len(slots)):
+        need = {tensor for tensor in ins[slot] if tensor >= 0 and not produced[tensor]}
+        if need:
+            missing[slot] = len(need)
+            for tensor in need:
+                waiting.setdefault(tensor, []).append(slot)
+            continue
+        stack = [slot]
+        while stack:
+            ready = stack.pop()
+            order.append(ready)
+            for tensor in outs[ready]:
+                if tensor >= 0:
+                    produced[tensor] = 1
+                    if tensor in waiting:
+                        for waiter in waiting.pop(tensor):
+                            missing[waiter] -= 1
+                            if missing[waiter] == 0:
+                                stack.append(waiter)
+    if len(order) != len(slots):
+        raise HexfuseError("internal error: fusing the chosen groups closes a cycle")
+    return order
+
+
+def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedOp], calls: Sequence[Call]) -> onnx.ModelProto:
+    """A copy of ``model`` (nodes topologically sorted) with every call's nodes replaced by its fused node.
+
+    ``flat`` is ``model``'s flat graph (its inferred types give the fused outputs their value_info);
+    the first call of each op supplies that op's function body."""
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    graph = result.graph
+    names = flat.names
+    opsets = [helper.make_opsetid(o.domain, o.version) for o in model.opset_import if o.domain != FUSED_DOMAIN]
+    defined: set[int] = set()
+    for call in calls:
+        if call.op not in defined:  # the first call of an op type supplies its body
+            defined.add(call.op)
+            result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
+    serial = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
+    first_member = {min(call.nodes): number for number, call in enumerate(calls)}
+    replaced = bytearray(flat.node_count)
+    for call in calls:
+        for index in call.nodes:
+            replaced[index] = 1
+    slots = [(1, first_member[index]) if index in first_member else (0, index)
+             for index in range(flat.node_count) if not replaced[index] or index in first_member]
+    originals = list(model.graph.node)  # one walk; indexing the repeated field builds a wrapper per access
+    nodes: list[onnx.NodeProto] = []
+    for slot in _order(flat, slots, calls):
+        kind, index = slots[slot]
+        if not kind:
+            nodes.append(originals[index])
+            continue
+        call = calls[index]
+        nodes.append(onnx.NodeProto(
+            op_type=ops[call.op].op_type, domain=FUSED_DOMAIN, name=call.node_name,
+            input=[names[t] for t in call.inputs], output=[names[t] for t in call.outputs], attribute=[serial]))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    visible = {t for call in calls for t in call.outputs}
+    hidden = {names[t] for call in calls for i in call.nodes for t in flat.outputs[i] if t >= 0 and t not in visible}
+    if graph.value_info and hidden:
+        kept_info = [info for info in graph.value_info if info.name not in hidden]
+        del graph.value_info[:]
+        graph.value_info.extend(kept_info)
+    _add_output_value_info(graph, flat, calls)
+    if not any(o.domain == FUSED_DOMAIN for o in result.opset_import):
+        result.opset_import.append(helper.make_opsetid(FUSED_DOMAIN, 1))
+    if result.ir_version < OVERRIDABLE_INITIALIZERS_IR:
+        _drop_initializer_inputs(graph)
+    result.ir_version = max(result.ir_version, MIN_IR_VERSION)
+    return result
+
+
+def _drop_initializer_inputs(graph: onnx.GraphProto) -> None:
+    """Keep constants constant past IR 3: an IR 3 graph input that names an initializer is a constant."""
+    constants = {init.name for init in graph.initializer}
+    kept = [info for info in graph.input if info.name not in constants]
+    del graph.input[:]
+    graph.input.extend(kept)
+
+
+def written_changes(source: onnx.ModelProto, written: onnx.ModelProto, upgraded_from: int | None,
+                    dq_copies: int = 0) -> tuple[str, ...]:
+    """What a runtime sees differently in the written model besides the fused nodes, one line each.
+
+    ``source`` is the model as the pass read it (after any opset upgrade, which keeps the IR version)."""
+    out = []
+    if upgraded_from is not None:
+        new = next(o.version for o in written.opset_import if o.domain in ("", "ai.onnx"))
+        out.append(f"default-domain opset {upgraded_from} -> {new}: the written model keeps the upgrade "
+                   "(the fused functions hold the upgraded nodes)")
+    if written.ir_version != source.ir_version:
+        out.append(f"IR version {source.ir_version} -> {written.ir_version} "
+                   f"(model-local functions need IR {MIN_IR_VERSION})")
+    dropped = len(source.graph.input) - len(written.graph.input)
+    if dropped > 0:
+        out.append(f"{dropped} initializers no longer listed in graph.input: they were constants under IR "
+                   f"{source.ir_version} and stay constants (listed, IR >= {OVERRIDABLE_INITIALIZERS_IR} would make "
+                   "them overridable inputs and stop constant folding)")
+    if dq_copies:
+        out.append(f"{dq_copies} DequantizeLinear copies so every DequantizeLinear has one consumer "
+                   "(QNN EP requirement)")
+    return tuple(out)
+
+
+def _add_output_value_info(graph: onnx.GraphProto, flat: FlatGraph, calls: Sequence[Call]) -> None:
+    known = {info.name for info in (*graph.value_info, *graph.output, *graph.input)}
+    for call in calls:
+        for tensor in call.outputs:
+            name = flat.names[tensor]
+            if name not in known and tensor in flat.type_source:
+                graph.value_info.append(flat.type_source[tensor])
+                known.add(name)

@@ -1,0 +1,195 @@
+"""Choose which candidate groups to fuse: the best-scoring disjoint pairs, extended to triples, kept
+only while the whole graph stays acyclic.
+
+    candidates ──score──> accepted pairs ──greedy by gain──> disjoint pairs ──+third engine──> groups
+                                                                  └── drop worst group on a cycle ──┘
+
+Contracting two groups that are each convex can still close a cycle between them (a in G1 feeds b
+in G2 while c in G2 feeds d in G1), so the quotient graph is checked once all groups are chosen and
+the lowest-gain group of any cycle is dropped until none is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.select.balance import Scorer, Verdict
+from hexfuse.graph_passes.analysis.candidates import Candidates
+from hexfuse.graph_passes.select.contraction import Contraction
+from hexfuse.graph_passes.spec.builder import fused_op_spec
+from hexfuse.graph_passes.analysis.tasks import Task
+
+
+MAX_FUSED_OPS = 10_000  # onnx.checker refuses models with more local functions (one per distinct group)
+
+
+class Group(NamedTuple):
+    tasks: tuple[Task, ...]  # ordered by first unit
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Selection:
+    groups: tuple[Group, ...]  # ordered by first unit
+    reasons: dict[int, str]  # task id -> why it was not fused
+
+
+class _Scores:
+    """Verdicts by group structure: scorers see shapes and ops, never names, so equal structure
+    (the same pair in every layer of an LM) is built into a spec and scored once (structure.py).
+    A scorer whose ``per_instance`` is true (one replaying QNN's schedule, where a group's place in it
+    matters) is asked once per group instead."""
+
+    def __init__(self, analysis: Analysis, scorer: Scorer) -> None:
+        self.analysis, self.scorer = analysis, scorer
+        self.structures = analysis.structures
+        self._verdicts: dict[tuple, Verdict] = {}
+
+    def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
+        key = tuple(map(self.structures.task, tasks))
+        if getattr(self.scorer, "per_instance", False):
+            key += tuple(task.id for task in tasks)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = self._verdicts[key] = self.scorer.score(fused_op_spec(self.analysis, tasks))
+        return verdict
+
+
+def _units(group: Group) -> list[int]:
+    return [unit for task in group.tasks for unit in task.units]
+
+
+def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
+    """``used``: tasks already in a chosen group (the pair's own tasks are never their own partners)."""
+    first, second = group.tasks
+    engines = {first.engine, second.engine}
+    # Partners are proven independent, so a partner of both is independent of the whole pair.
+    shared = set(candidates.partners[first.id]).intersection(candidates.partners[second.id])
+    best = group
+    for task_id in sorted(t for t in shared if t not in used):
+        third = analysis.tasks[task_id]
+        if third.engine in engines:
+            continue
+        tasks = tuple(sorted((first, second, third), key=lambda t: t.lo))
+        verdict = score(tasks)
+        if verdict.accepted and verdict.gain > best.verdict.gain:
+            best = Group(tasks, verdict)
+    return best
+
+
+def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
+    """The groups on each cycle of the graph with every group contracted (one list per cycle)."""
+    count = len(analysis.units)
+    rep = list(range(count))
+    for g, group in enumerate(groups):
+        for task in group.tasks:
+            for unit in task.units:
+                rep[unit] = count + g
+    # Kahn on the quotient peels everything acyclic in linear time (an edge inside a group is skipped,
+    # parallel edges are counted as often as they are walked); only what is left needs the SCC search.
+    successors: list[list[int]] = [[] for _ in range(count + len(groups))]
+    indegree = [0] * (count + len(groups))
+    for unit, targets in enumerate(analysis.units.successors):
+        a = rep[unit]
+        for target in targets:
+            b = rep[target]
+            if a != b:
+                successors[a].append(b)
+                indegree[b] += 1
+    nodes = set(rep)
+    ready = [node for node in nodes if indegree[node] == 0]
+    while ready:
+        node = ready.pop()
+        for target in successors[node]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                ready.append(target)
+    left = {node for node in nodes if indegree[node] > 0}
+    if not left:
+        return []
+    import networkx as nx  # only here: importing it costs more than a small model's whole pass
+
+    residual = nx.DiGraph((a, b) for a in left for b in successors[a] if b in left)
+    return [
+        sorted(node - count for node in scc if node >= count)
+        for scc in nx.strongly_connected_components(residual) if len(scc) > 1
+    ]
+
+
+def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dict[int, str]) -> list[Group]:
+    """Groups of at most MAX_FUSED_OPS distinct structures (one function each), the best-paying kept.
+    Dropping a group never closes a cycle, so what is kept stays acyclic."""
+    keys = [analysis.structures.group(group.tasks) for group in chosen]
+    best: dict[int, tuple[float, int]] = {}
+    for key, group in zip(keys, chosen):
+        best[key] = min(best.get(key, (0.0, group.tasks[0].lo)), (-group.verdict.gain, group.tasks[0].lo))
+    kept = set(sorted(best, key=best.__getitem__)[:MAX_FUSED_OPS])
+    for key, group in zip(keys, chosen):
+        if key not in kept:
+            for task in group.tasks:
+                reasons[task.id] = f"the model already has {MAX_FUSED_OPS} distinct fused ops (ONNX's limit on local functions)"
+    return [group for key, group in zip(keys, chosen) if key in kept]
+
+
+def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
+    reasons = dict(candidates.reasons)
+    score = _Scores(analysis, scorer)
+    scored: list[tuple] = []
+    tasks_by_id, level_range = analysis.tasks, analysis.level_range
+    for pair in candidates.pairs:
+        first, second = tasks_by_id[pair.first], tasks_by_id[pair.second]
+        verdict = score((first, second))
+        if verdict.accepted:
+            # Pairs that become ready together first: groups on one ASAP level can never close a cycle
+            # (every quotient edge then goes up a level), while pairing early with late work across two
+            # branches ({a1, b2} and {a2, b1}) does. Within a level gap, the best predicted gain first.
+            (low_a, high_a), (low_b, high_b) = level_range(first), level_range(second)
+            gap = max(0, max(low_a, low_b) - min(high_a, high_b))
+            scored.append((gap, -verdict.gain, first.units[0], second.units[0], Group((first, second), verdict)))
+        else:
+            for task in (first, second):
+                reasons.setdefault(task.id, f"best partner rejected by {scorer.name} scorer: {verdict.reason}")
+    scored.sort()  # (first.lo, second.lo) is unique per pair: the groups themselves are never compared
+    used: set[int] = set()
+    chosen: list[Group] = []
+    contraction = Contraction(analysis.units.successors, analysis.units.predecessors)
+    for entry in scored:
+        pair = entry[4]
+        first, second = pair.tasks
+        if first.id in used or second.id in used:
+            continue
+        triple = _best_third(analysis, score, candidates, pair, used)
+        group = None
+        for option in (triple, pair) if triple is not pair else (pair,):
+            units = _units(option)
+            if not contraction.closes_cycle(units):
+                group = option
+                break
+        if group is None:
+            for task in pair.tasks:
+                reasons.setdefault(task.id, "pairing it would close a cycle with groups already chosen")
+            continue
+        contraction.add(units)
+        for task in group.tasks:
+            used.add(task.id)
+        chosen.append(group)
+    # The contraction kept the graph acyclic; check the whole quotient once more, independently.
+    while cycles := _cycles(analysis, chosen):
+        # Drop the weakest group of every cycle at once; repeat, since a drop can leave a longer cycle.
+        dropped = {min(cycle, key=lambda g: (chosen[g].verdict.gain, -chosen[g].tasks[0].lo)) for cycle in cycles}
+        for g in dropped:
+            for task in chosen[g].tasks:
+                reasons[task.id] = "its group would close a cycle with another fused group"
+        chosen = [group for g, group in enumerate(chosen) if g not in dropped]
+    if len(chosen) > MAX_FUSED_OPS:
+        chosen = _within_function_limit(analysis, chosen, reasons)
+    fused = {task.id for group in chosen for task in group.tasks}
+    for task_id in fused:
+        reasons.pop(task_id, None)
+    for task in analysis.tasks:
+        if task.fusable and task.id not in reasons and task.id not in fused:
+            reasons[task.id] = "every independent partner was taken by a better-scoring group"
+    chosen.sort(key=lambda g: g.tasks[0].lo)
+    return Selection(tuple(chosen), reasons)

@@ -94,6 +94,8 @@ def find_candidates(analysis: Analysis) -> Candidates:
     assert PARTNER_WINDOW <= analysis.reach.window  # the reach mask is exact over the partner window
     reasons: dict[int, str] = {}
     fusable = []
+    # Structure keys of every fusable task at once: the claim checks and the scorer ask for them.
+    analysis.structures.prepare([task for task in analysis.tasks if task.fusable])
     for task in analysis.tasks:
         if task.fusable:
             blocked = analysis.claim_blocker(task)  # the QNN EP would not claim a node holding it

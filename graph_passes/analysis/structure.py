@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS
 from hexfuse.graph_passes.analysis.tasks import Task
 
@@ -49,7 +50,7 @@ class Structures:
         self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
         self._intern: dict[object, int] = {}
         self._tasks: dict[int, int] = {}
-        self._tensors: dict[int, tuple[int, ...]] = {}  # task -> its tensors in numbering order
+        self._bakeable: dict[int, tuple[tuple[int, int], ...]] = {}  # task -> (number, tensor) a kernel may bake
         self._shared: dict[int, int] = {}  # task -> key with baked values
         self._groups: dict[tuple[int, ...], int] = {}
         self._boundaries: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
@@ -112,36 +113,120 @@ class Structures:
                 keys[index] = self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
         return keys
 
+    @cached_property
+    def _node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per node: its op (type and domain) as an interned id, and its attribute key."""
+        flat, ops = self.flat, {}
+        op_ids = [ops.setdefault(op, len(ops)) for op in zip(flat.op_types, flat.domains)]
+        interned = np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)
+        return interned[np.array(op_ids, dtype=np.int64)], np.array(self._attribute_keys, dtype=np.int64)
+
+    @cached_property
+    def _tensor_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per tensor: its signature, whether a kernel may bake it, whether it is a graph output."""
+        flat = self.flat
+        outputs = np.zeros(len(flat.names), dtype=bool)
+        outputs[list(flat.graph_outputs)] = True
+        return (np.array(self._signatures, dtype=np.int64),
+                np.frombuffer(bytes(self._may_bake), dtype=np.uint8).astype(bool), outputs)
+
     # -- tasks -----------------------------------------------------------------------------------
     def boundary(self, task: Task) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(inputs, outputs) of a task: tensors read from outside, tensors used outside (tensor ids)."""
-        cached = self._boundaries.get(task.id)
-        if cached is None:
-            cached = self._boundaries[task.id] = boundary(self.analysis, self.analysis.task_body(task).body)
-        return cached
+        if task.id not in self._boundaries:
+            self.prepare((task,))
+        return self._boundaries[task.id]
 
     def task(self, task: Task) -> int:
         """The task up to renaming, without baked values: the scoring key."""
-        key = self._tasks.get(task.id)
-        if key is None:
-            key = self._tasks[task.id] = self._task(task)
-        return key
+        if task.id not in self._tasks:
+            self.prepare((task,))
+        return self._tasks[task.id]
 
-    def _task(self, task: Task) -> int:
-        flat, attributes = self.flat, self._attribute_keys
-        op_types, domains, inputs, outputs = flat.op_types, flat.domains, flat.inputs, flat.outputs
-        body = self.analysis.task_body(task).body
-        local: dict[int, int] = {}
-        number = local.setdefault  # len(local) is read first: a new tensor gets the next number
-        rows = [(op_types[i], domains[i], attributes[i],
-                 tuple([number(t, len(local)) if t >= 0 else -1 for t in inputs[i]]),
-                 tuple([number(t, len(local)) if t >= 0 else -1 for t in outputs[i]]))
-                for i in body]
-        ins, outs = self.boundary(task)
-        signatures = self._signatures
-        tensors = self._tensors[task.id] = tuple(local)  # dicts keep first-appearance order
-        return self._id((task.engine.value, tuple(rows), tuple(map(signatures.__getitem__, tensors)),
-                         tuple(map(local.__getitem__, ins)), tuple(map(local.__getitem__, outs))))
+    def prepare(self, tasks: Sequence[Task]) -> None:
+        """Keys, boundaries and bakeable tensors of many tasks at once, as array processing over the
+        flat graph (ragged.py): numpy steps over every port of every task, one Python step per task.
+
+        A task's key is its bytes: engine, node count; per body node its op, attribute key, input and
+        output counts and the numbers of its ports' tensors (numbered by first appearance, -1 for an
+        omitted input); the numbered tensors' signatures; the numbers of its inputs; of its outputs.
+        Every list is preceded by its length, so equal bytes mean equal structure."""
+        todo = [task for task in tasks if task.id not in self._tasks]
+        if not todo:
+            return
+        n = len(todo)
+        count = len(self.flat.names)
+        body_ptr, body = ragged.from_rows([self.analysis.task_body(task).body for task in todo])
+        node_task = np.repeat(np.arange(n, dtype=np.int64), np.diff(body_ptr))
+        port_ptr, port_ids, input_counts = self.flat.port_arrays
+        tensors, slot_node = ragged.take(port_ptr, port_ids, body)
+        slot_task = node_task[slot_node]
+        port_counts = port_ptr[body + 1] - port_ptr[body]
+        rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_counts)[:-1][slot_node]
+        is_input = rank < input_counts[body][slot_node]
+        valid = tensors >= 0
+        keys = slot_task * count + tensors
+
+        # Tensor numbers: the order of first appearance within the task.
+        unique, first, inverse = np.unique(keys[valid], return_index=True, return_inverse=True)
+        unique_task = unique // count
+        order = np.lexsort((first, unique_task))
+        numbered_ptr = ragged.segments(unique_task[order], n)
+        numbers = np.empty(len(unique), dtype=np.int64)
+        numbers[order] = np.arange(len(unique), dtype=np.int64) - numbered_ptr[unique_task[order]]
+        local = np.full(len(tensors), -1, dtype=np.int64)
+        local[valid] = numbers[inverse]
+        numbered = unique[order] % count  # per task (numbered_ptr): its tensors in number order
+
+        # Boundary: inputs read from outside in order of first read; outputs used outside or by the graph.
+        produced = valid & ~is_input
+        read = valid & is_input & ~np.isin(keys, keys[produced])
+        read_at = np.flatnonzero(read)
+        _, first_read = np.unique(keys[read_at], return_index=True)
+        ins_at = np.sort(read_at[first_read])  # slots are task-major: sorted is per task, in read order
+        outs_at = np.flatnonzero(produced)
+        owner = np.full(self.flat.node_count, -1, dtype=np.int64)
+        owner[body] = node_task
+        consumer_ptr, consumer_ids = self.flat.consumer_arrays
+        users, user_of = ragged.take(consumer_ptr, consumer_ids, tensors[outs_at])
+        outside = np.bincount(user_of, weights=owner[users] != slot_task[outs_at][user_of], minlength=len(outs_at)) > 0
+        signatures, may_bake, graph_output = self._tensor_arrays
+        outs_at = outs_at[outside | graph_output[tensors[outs_at]]]
+
+        # The key's parts, each task-major; a stable sort by task lays each task's parts end to end.
+        ops, attributes = self._node_arrays
+        rows_at = ragged.offsets(4 + port_counts)
+        rows = np.empty(int(rows_at[-1]), dtype=np.int64)
+        heads = rows_at[:-1]
+        rows[heads], rows[heads + 1], rows[heads + 2] = ops[body], attributes[body], input_counts[body]
+        rows[heads + 3] = port_counts - input_counts[body]
+        rows[heads[slot_node] + 4 + rank] = local
+        engines = np.array([self._id(("engine", task.engine.value)) for task in todo], dtype=np.int64)
+        per_task = np.arange(n, dtype=np.int64)
+        ins_task, outs_task = slot_task[ins_at], slot_task[outs_at]
+        parts = [(engines, per_task), (np.diff(body_ptr), per_task),
+                 (rows, np.repeat(node_task, 4 + port_counts)),
+                 (np.diff(numbered_ptr), per_task), (signatures[numbered], unique_task[order]),
+                 (np.bincount(ins_task, minlength=n), per_task), (local[ins_at], ins_task),
+                 (np.bincount(outs_task, minlength=n), per_task), (local[outs_at], outs_task)]
+        values = np.concatenate([v for v, _ in parts])
+        owners = np.concatenate([o for _, o in parts])
+        by_task = np.argsort(owners, kind="stable")
+        blobs = values[by_task]
+        blob_at = ragged.segments(owners[by_task], n).tolist()
+        ins_ptr = ragged.segments(ins_task, n).tolist()
+        outs_ptr = ragged.segments(outs_task, n).tolist()
+        ins_list, outs_list = tensors[ins_at].tolist(), tensors[outs_at].tolist()
+        bake = may_bake[numbered]
+        bake_numbers = (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake].tolist()
+        bake_tensors = numbered[bake].tolist()
+        bake_ptr = ragged.segments(unique_task[order][bake], n).tolist()
+        for i, task in enumerate(todo):
+            self._tasks[task.id] = self._id(("task", blobs[blob_at[i]:blob_at[i + 1]].tobytes()))
+            self._boundaries[task.id] = (tuple(ins_list[ins_ptr[i]:ins_ptr[i + 1]]),
+                                         tuple(outs_list[outs_ptr[i]:outs_ptr[i + 1]]))
+            self._bakeable[task.id] = tuple(zip(bake_numbers[bake_ptr[i]:bake_ptr[i + 1]],
+                                                bake_tensors[bake_ptr[i]:bake_ptr[i + 1]]))
 
     def code(self, task: Task) -> int:
         """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
@@ -152,8 +237,7 @@ class Structures:
         key = self._shared.get(task.id)
         if key is None:
             base = self.task(task)
-            may_bake = self._may_bake
-            baked = tuple((n, self._baked(t)) for n, t in enumerate(self._tensors[task.id]) if may_bake[t])
+            baked = tuple((n, self._baked(t)) for n, t in self._bakeable[task.id])
             # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
             # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
             wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)

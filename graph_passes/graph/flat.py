@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.dataflow import overridable_initializers
 from hexfuse.graph_passes.graph.subgraphs import has_subgraph, outer_reads
 
@@ -192,6 +193,26 @@ class FlatGraph:
         if nodes is None:
             nodes = self.__dict__["_nodes"] = self.model.graph.node
         return nodes
+
+    @property
+    def port_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets, tensor ids, input counts): every node's ports, its inputs then its outputs, as one
+        ragged array (ragged.py) for the stages that process many nodes at once."""
+        arrays = self.__dict__.get("_ports")
+        if arrays is None:
+            rows = [ins + outs for ins, outs in zip(self.inputs, self.outputs)]
+            ptr, values = ragged.from_rows(rows)
+            counts = np.fromiter(map(len, self.inputs), dtype=np.int64, count=len(self.inputs))
+            arrays = self.__dict__["_ports"] = (ptr, values, counts)
+        return arrays
+
+    @property
+    def consumer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, node ids) of every tensor's consumers, as one ragged array."""
+        arrays = self.__dict__.get("_consumers")
+        if arrays is None:
+            arrays = self.__dict__["_consumers"] = ragged.from_rows(self.consumers)
+        return arrays
 
     def node(self, index: int) -> onnx.NodeProto:
         return self.nodes[index]

@@ -1,0 +1,43 @@
+"""Ragged arrays: one flat value array and row offsets (CSR), for array processing of per-node and
+per-task lists (ports of a node, nodes of a task) without a Python loop per element."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import chain
+
+import numpy as np
+
+
+def offsets(lengths: np.ndarray) -> np.ndarray:
+    """Row offsets of rows of these lengths: offsets[i] .. offsets[i + 1] is row i."""
+    ptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=ptr[1:])
+    return ptr
+
+
+def from_rows(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of a list of integer rows."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ptr = offsets(lengths)
+    values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, values
+
+
+def take(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The given rows, concatenated: (their values, the position in ``rows`` each value came from)."""
+    starts, lengths = ptr[rows], ptr[rows + 1] - ptr[rows]
+    total = int(lengths.sum())
+    owner = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+    # value k of the result is values[starts[owner[k]] + (k - first position of owner[k])]
+    index = np.arange(total, dtype=np.int64) - np.repeat(offsets(lengths)[:-1] - starts, lengths)
+    return values[index], owner
+
+
+def segments(owner: np.ndarray, count: int) -> np.ndarray:
+    """Offsets of the runs of a sorted owner array with owners 0 .. count - 1 (empty runs included)."""
+    return offsets(np.bincount(owner, minlength=count))
+
+
+def flatten(rows: Iterable[Sequence[int]]) -> list[int]:
+    return list(chain.from_iterable(rows))

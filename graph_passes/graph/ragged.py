@@ -3,7 +3,7 @@ per-task lists (ports of a node, nodes of a task) without a Python loop per elem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
@@ -37,7 +37,3 @@ def take(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
 def segments(owner: np.ndarray, count: int) -> np.ndarray:
     """Offsets of the runs of a sorted owner array with owners 0 .. count - 1 (empty runs included)."""
     return offsets(np.bincount(owner, minlength=count))
-
-
-def flatten(rows: Iterable[Sequence[int]]) -> list[int]:
-    return list(chain.from_iterable(rows))

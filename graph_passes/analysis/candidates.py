@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.engines.classify import Engine
-from hexfuse.graph_passes.analysis.hazards import hazard
+from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
 from hexfuse.graph_passes.analysis.reach import Reach
 from hexfuse.graph_passes.analysis.tasks import Task
 
@@ -104,13 +104,29 @@ def find_candidates(analysis: Analysis) -> Candidates:
             else:
                 reasons[task.id] = blocked
     fusable.sort(key=lambda task: task.units[0])
-    window = analysis.reach.window
     starts = _Starts(fusable, len(analysis.units))
     at = {task.units[0]: i for i, task in enumerate(fusable)}
     reaches = [analysis.reach.mask_from(task.units) for task in fusable]
     owns = [_own_mask(task) for task in fusable]
-    names = analysis.flat.names
-    buffers = analysis.buffers
+    # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
+    # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
+    pairs, partners = _search(analysis, fusable, starts, at, reaches, owns, None)
+    position = {task.id: i for i, task in enumerate(fusable)}
+    if any_hazard(analysis.flat, analysis.buffer_map, [analysis.task_nodes(task) for task in fusable],
+                  [(position[pair.first], position[pair.second]) for pair in pairs]):
+        buffers, names = analysis.buffers, analysis.flat.names
+        pairs, partners = _search(analysis, fusable, starts, at, reaches, owns,
+                                  lambda a, b: hazard(buffers(a), buffers(b), names) is not None)
+    for task in fusable:
+        if not partners[task.id]:
+            reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
+    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+
+
+def _search(analysis: Analysis, fusable: list[Task], starts: _Starts, at: dict[int, int], reaches: list[int],
+            owns: list[int], conflict) -> tuple[list[Pair], dict[int, list[int]]]:
+    """Pairs in the partner window (find_candidates), refusing those ``conflict(a, b)`` says (None: none)."""
+    window = analysis.reach.window
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
     for i, a in enumerate(fusable):
@@ -129,17 +145,14 @@ def find_candidates(analysis: Analysis) -> Candidates:
                     or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
                     # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
                     or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
-                    or hazard(buffers(a), buffers(b), names)):
+                    or (conflict is not None and conflict(a, b))):
                 continue
             pairs.append(Pair(a.id, b.id))
             own.append(b.id)
             partners[b.id].append(a.id)
             if len(own) >= MAX_PARTNERS:
                 break
-    for task in fusable:
-        if not partners[task.id]:
-            reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
-    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+    return pairs, partners
 
 
 def _why_alone(analysis: Analysis, task: Task, starts: _Starts, fusable: list[Task], at: dict[int, int]) -> str:

@@ -34,7 +34,6 @@ class Analysis:
     backend: Backend | None = None  # what runs the fused nodes can do (backend.py)
     engine_map: EngineMap | None = None  # what QNN schedules per node today (engine_map.py)
     htp: bool = False  # non-matrix tasks run as HVX task ops (QNN HTP): no DMA class
-    _buffers: BufferMap | None = field(default=None, repr=False)
     _buffer_cache: dict[int, Buffers] = field(default_factory=dict, repr=False)
     _work_cache: dict[int, Work] = field(default_factory=dict, repr=False)
     _nodes_cache: dict[int, list[int]] = field(default_factory=dict, repr=False)
@@ -149,12 +148,14 @@ class Analysis:
             f" (+{len(task.units) - 1} units)" if len(task.units) > 1 else ""
         )
 
+    @cached_property
+    def buffer_map(self) -> BufferMap:
+        return BufferMap(self.flat)
+
     def buffers(self, task: Task) -> Buffers:
         cached = self._buffer_cache.get(task.id)
         if cached is None:
-            if self._buffers is None:
-                self._buffers = BufferMap(self.flat)
-            cached = self._buffer_cache[task.id] = task_buffers(self.flat, self._buffers, self.task_nodes(task))
+            cached = self._buffer_cache[task.id] = task_buffers(self.flat, self.buffer_map, self.task_nodes(task))
         return cached
 
     def work(self, task: Task) -> Work:

@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from hexfuse.graph_passes.engines.classify import VIEW_OPS
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
 
 
@@ -39,6 +42,13 @@ class BufferMap:
 
     def buffer(self, tensor: int) -> int:
         return self._roots.get(tensor, tensor)
+
+    def root_array(self, count: int) -> np.ndarray:
+        """Per tensor id below ``count``: its buffer."""
+        roots = np.arange(count, dtype=np.int64)
+        if self._roots:
+            roots[np.fromiter(self._roots.keys(), dtype=np.int64)] = np.fromiter(self._roots.values(), dtype=np.int64)
+        return roots
 
 
 @dataclass(frozen=True)
@@ -72,3 +82,36 @@ def hazard(first: Buffers, second: Buffers, names: Sequence[str]) -> str | None:
         if shared:
             return f"{kind} hazard on buffer {min(names[t] for t in shared)!r}"
     return None
+
+
+def any_hazard(flat: FlatGraph, buffers: BufferMap, node_lists: Sequence[Sequence[int]],
+               pairs: Sequence[tuple[int, int]]) -> bool:
+    """Whether any pair (i, j) of the given node lists has a hazard: ``task_buffers`` and ``hazard`` for
+    many pairs at once, as array processing (the reasons come from ``hazard`` where this says yes)."""
+    if not pairs:
+        return False
+    count = len(flat.names)
+    task_ptr, nodes = ragged.from_rows(node_lists)
+    node_task = np.repeat(np.arange(len(node_lists), dtype=np.int64), np.diff(task_ptr))
+    port_ptr, port_ids, input_counts = flat.port_arrays
+    tensors, slot_node = ragged.take(port_ptr, port_ids, nodes)
+    slot_task = node_task[slot_node]
+    port_counts = port_ptr[nodes + 1] - port_ptr[nodes]
+    rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_counts)[:-1][slot_node]
+    is_input = rank < input_counts[nodes][slot_node]
+    valid = tensors >= 0
+    writes = valid & ~is_input
+    producer_task = np.full(count, -1, dtype=np.int64)
+    producer_task[tensors[writes]] = slot_task[writes]
+    reads = valid & is_input & (producer_task[np.where(valid, tensors, 0)] != slot_task)
+    roots = buffers.root_array(count)
+    by_task = {kind: ragged.segments(slot_task[mask], len(node_lists)) for kind, mask in (("r", reads), ("w", writes))}
+    values = {"r": roots[tensors[reads]], "w": roots[tensors[writes]]}
+    first, second = (np.array(side, dtype=np.int64) for side in zip(*pairs))
+
+    def keyed(kind: str, tasks: np.ndarray) -> np.ndarray:  # (pair, buffer) as one key per buffer of the pair's task
+        found, pair = ragged.take(by_task[kind], values[kind], tasks)
+        return pair * count + found
+
+    return any(np.isin(keyed(left, first), keyed(right, second)).any()
+               for left, right in (("w", "r"), ("r", "w"), ("w", "w")))

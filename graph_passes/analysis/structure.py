@@ -19,6 +19,7 @@ both need it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache, cached_property
 
 import numpy as np
@@ -43,6 +44,29 @@ def _takes_attributes(op_type: str, domain: str, opset: int) -> bool:
         return True  # unknown op: read whatever it carries
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """What one ``prepare`` call found, as flat lists and row offsets, turned into tuples per task on
+    demand (most tasks never need their boundary as tuples)."""
+
+    inputs: list[int]
+    input_at: list[int]
+    outputs: list[int]
+    output_at: list[int]
+    bake_numbers: list[int]
+    bake_tensors: list[int]
+    bake_at: list[int]
+
+    def boundary(self, row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return (tuple(self.inputs[self.input_at[row]:self.input_at[row + 1]]),
+                tuple(self.outputs[self.output_at[row]:self.output_at[row + 1]]))
+
+    def bakeable(self, row: int) -> zip:
+        """(number, tensor) of the task's tensors a kernel may bake."""
+        start, end = self.bake_at[row], self.bake_at[row + 1]
+        return zip(self.bake_numbers[start:end], self.bake_tensors[start:end])
+
+
 class Structures:
     def __init__(self, analysis: Analysis) -> None:
         self.analysis = analysis
@@ -50,7 +74,7 @@ class Structures:
         self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
         self._intern: dict[object, int] = {}
         self._tasks: dict[int, int] = {}
-        self._bakeable: dict[int, tuple[tuple[int, int], ...]] = {}  # task -> (number, tensor) a kernel may bake
+        self._prepared: dict[int, tuple[_Batch, int]] = {}  # task -> its batch of ``prepare`` and row there
         self._shared: dict[int, int] = {}  # task -> key with baked values
         self._groups: dict[tuple[int, ...], int] = {}
         self._boundaries: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
@@ -133,9 +157,13 @@ class Structures:
     # -- tasks -----------------------------------------------------------------------------------
     def boundary(self, task: Task) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(inputs, outputs) of a task: tensors read from outside, tensors used outside (tensor ids)."""
-        if task.id not in self._boundaries:
-            self.prepare((task,))
-        return self._boundaries[task.id]
+        cached = self._boundaries.get(task.id)
+        if cached is None:
+            if task.id not in self._prepared:
+                self.prepare((task,))
+            batch, row = self._prepared[task.id]
+            cached = self._boundaries[task.id] = batch.boundary(row)
+        return cached
 
     def task(self, task: Task) -> int:
         """The task up to renaming, without baked values: the scoring key."""
@@ -180,7 +208,9 @@ class Structures:
 
         # Boundary: inputs read from outside in order of first read; outputs used outside or by the graph.
         produced = valid & ~is_input
-        read = valid & is_input & ~np.isin(keys, keys[produced])
+        producer_task = np.full(count, -1, dtype=np.int64)  # (a tensor has one producer: one task)
+        producer_task[tensors[produced]] = slot_task[produced]
+        read = valid & is_input & (producer_task[np.where(valid, tensors, 0)] != slot_task)
         read_at = np.flatnonzero(read)
         _, first_read = np.unique(keys[read_at], return_index=True)
         ins_at = np.sort(read_at[first_read])  # slots are task-major: sorted is per task, in read order
@@ -201,7 +231,8 @@ class Structures:
         rows[heads], rows[heads + 1], rows[heads + 2] = ops[body], attributes[body], input_counts[body]
         rows[heads + 3] = port_counts - input_counts[body]
         rows[heads[slot_node] + 4 + rank] = local
-        engines = np.array([self._id(("engine", task.engine.value)) for task in todo], dtype=np.int64)
+        codes = {engine: self._id(("engine", engine.value)) for engine in {task.engine for task in todo}}
+        engines = np.array([codes[task.engine] for task in todo], dtype=np.int64)
         per_task = np.arange(n, dtype=np.int64)
         ins_task, outs_task = slot_task[ins_at], slot_task[outs_at]
         parts = [(engines, per_task), (np.diff(body_ptr), per_task),
@@ -214,19 +245,14 @@ class Structures:
         by_task = np.argsort(owners, kind="stable")
         blobs = values[by_task]
         blob_at = ragged.segments(owners[by_task], n).tolist()
-        ins_ptr = ragged.segments(ins_task, n).tolist()
-        outs_ptr = ragged.segments(outs_task, n).tolist()
-        ins_list, outs_list = tensors[ins_at].tolist(), tensors[outs_at].tolist()
         bake = may_bake[numbered]
-        bake_numbers = (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake].tolist()
-        bake_tensors = numbered[bake].tolist()
-        bake_ptr = ragged.segments(unique_task[order][bake], n).tolist()
+        batch = _Batch(tensors[ins_at].tolist(), ragged.segments(ins_task, n).tolist(),
+                       tensors[outs_at].tolist(), ragged.segments(outs_task, n).tolist(),
+                       (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake].tolist(),
+                       numbered[bake].tolist(), ragged.segments(unique_task[order][bake], n).tolist())
         for i, task in enumerate(todo):
             self._tasks[task.id] = self._id(("task", blobs[blob_at[i]:blob_at[i + 1]].tobytes()))
-            self._boundaries[task.id] = (tuple(ins_list[ins_ptr[i]:ins_ptr[i + 1]]),
-                                         tuple(outs_list[outs_ptr[i]:outs_ptr[i + 1]]))
-            self._bakeable[task.id] = tuple(zip(bake_numbers[bake_ptr[i]:bake_ptr[i + 1]],
-                                                bake_tensors[bake_ptr[i]:bake_ptr[i + 1]]))
+            self._prepared[task.id] = (batch, i)
 
     def code(self, task: Task) -> int:
         """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
@@ -237,7 +263,8 @@ class Structures:
         key = self._shared.get(task.id)
         if key is None:
             base = self.task(task)
-            baked = tuple((n, self._baked(t)) for n, t in self._bakeable[task.id])
+            batch, row = self._prepared[task.id]
+            baked = tuple((n, self._baked(t)) for n, t in batch.bakeable(row))
             # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
             # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
             wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)

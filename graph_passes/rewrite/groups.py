@@ -22,11 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 from onnx import helper
 
 from hexfuse.graph_passes.graph.dataflow import OVERRIDABLE_INITIALIZERS_IR
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
 
@@ -59,6 +61,8 @@ def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call])
     ``slots`` lists (kind, index): kind 0 an original node, 1 a call. Nodes are taken in list order;
     one whose inputs are not all produced yet waits and is released the moment its last input is,
     so the order is linear to compute and deterministic. A cycle leaves nodes unreleased."""
+    if _in_order(flat, slots, calls):
+        return list(range(len(slots)))
     produced = bytearray(len(flat.names))
     for tensor, source in enumerate(flat.producer):
         if source < 0:
@@ -90,6 +94,32 @@ def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call])
     if len(order) != len(slots):
         raise HexfuseError("internal error: fusing the chosen groups closes a cycle")
     return order
+
+
+def _in_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> bool:
+    """Whether the slots are already in a topological order (usually they are: a fused node takes the
+    place of its first member), checked for all slots at once."""
+    kinds = np.array([kind for kind, _ in slots], dtype=bool)
+    indices = np.array([index for _, index in slots], dtype=np.int64)
+    port_ptr, port_ids, input_counts = flat.port_arrays
+    node_slots = np.flatnonzero(~kinds)
+    nodes = indices[node_slots]
+    tensors, owner = ragged.take(port_ptr, port_ids, nodes)
+    rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_ptr[nodes + 1] - port_ptr[nodes])[:-1][owner]
+    is_input = rank < input_counts[nodes][owner]
+    tensor_slots = node_slots[owner]
+    call_slots = np.flatnonzero(kinds)
+    call_ins_ptr, call_ins = ragged.from_rows([calls[indices[s]].inputs for s in call_slots])
+    call_outs_ptr, call_outs = ragged.from_rows([calls[indices[s]].outputs for s in call_slots])
+    reads = np.concatenate([tensors[is_input], call_ins])
+    readers = np.concatenate([tensor_slots[is_input], np.repeat(call_slots, np.diff(call_ins_ptr))])
+    writes = np.concatenate([tensors[~is_input], call_outs])
+    writers = np.concatenate([tensor_slots[~is_input], np.repeat(call_slots, np.diff(call_outs_ptr))])
+    # graph inputs and initializers come before everything; a tensor no slot writes (inside a group), never
+    made_at = np.where(np.array(flat.producer, dtype=np.int64) >= 0, len(slots), -1)
+    made_at[writes[writes >= 0]] = writers[writes >= 0]
+    read = reads >= 0
+    return bool((made_at[reads[read]] < readers[read]).all())
 
 
 def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedOp], calls: Sequence[Call]) -> onnx.ModelProto:

@@ -1,0 +1,55 @@
+"""The node order of a fused model (rewrite/groups.py ``_order``): the given order where it is already
+topological (checked for all nodes at once), else the nearest topological one, else a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.graph.flat import FlatGraph
+from hexfuse.graph_passes.rewrite.groups import Call, _in_order, _order
+
+
+@pytest.fixture
+def flat() -> FlatGraph:
+    """node 0: m = MatMul(x, w); node 1: r = Relu(x); node 2: s = Sigmoid(r); node 3: y = Add(m, s)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Sigmoid", ["r"], ["s"]), helper.make_node("Add", ["m", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+                              [numpy_helper.from_array(np.eye(2, dtype=np.float32), "w")])
+    return FlatGraph.build(helper.make_model(graph))
+
+
+def _slots(flat: FlatGraph, calls: list[Call]) -> list[tuple[int, int]]:
+    first = {min(call.nodes): number for number, call in enumerate(calls)}
+    members = {index for call in calls for index in call.nodes}
+    return [(1, first[index]) if index in first else (0, index)
+            for index in range(flat.node_count) if index not in members or index in first]
+
+
+def test_an_order_that_is_already_topological_is_kept(flat):
+    ids = flat.ids
+    calls = [Call(0, "f", (0, 1), (ids["x"], ids["w"]), (ids["m"], ids["r"]))]
+    slots = _slots(flat, calls)
+    assert _in_order(flat, slots, calls)
+    assert _order(flat, slots, calls) == [0, 1, 2]
+
+
+def test_a_fused_node_waits_for_an_input_made_after_its_first_member(flat):
+    ids = flat.ids
+    calls = [Call(0, "f", (0, 2), (ids["x"], ids["w"], ids["r"]), (ids["m"], ids["s"]))]
+    slots = _slots(flat, calls)  # [fused node, Relu, Add]: the fused node reads r, made by the Relu after it
+    assert not _in_order(flat, slots, calls)
+    assert [slots[i] for i in _order(flat, slots, calls)] == [(0, 1), (1, 0), (0, 3)]
+
+
+def test_a_reader_of_a_tensor_hidden_inside_a_fused_node_is_an_error(flat):
+    ids = flat.ids
+    calls = [Call(0, "f", (1, 2), (ids["x"],), (ids["r"],))]  # s, read by the Add, is not an output
+    slots = _slots(flat, calls)
+    assert not _in_order(flat, slots, calls)
+    with pytest.raises(HexfuseError, match="cycle"):
+        _order(flat, slots, calls)

@@ -105,10 +105,9 @@ def protected_files(loaded: LoadedModel) -> list[tuple[Path, str]]:
             *((side, "a file beside the input model") for side in sidecars(loaded.path))]
 
 
-def _is_fused(model: onnx.ModelProto) -> bool:
-    return any(f.domain == FUSED_DOMAIN for f in model.functions) or any(
-        node.domain == FUSED_DOMAIN for node in model.graph.node
-    )
+def _is_fused(model: onnx.ModelProto, flat: FlatGraph) -> bool:
+    """``flat``: the model's flat graph (its domains, without a walk over the protobuf)."""
+    return any(f.domain == FUSED_DOMAIN for f in model.functions) or FUSED_DOMAIN in set(flat.domains)
 
 
 def default_scorer() -> Scorer:
@@ -166,7 +165,7 @@ def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> Analy
                            engine_map=getattr(scorer, "engines", None))  # the cost scorer carries the model's map
     timings["analyse"] = time.process_time() - mark
     mark = time.process_time()
-    already = _is_fused(loaded.model)
+    already = _is_fused(loaded.model, flat)
     if already:
         selection = Selection((), {task.id: "model is already fused by hexfuse" for task in analysis.tasks if task.fusable})
     else:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
+import numpy as np
 import onnx
 
 from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine, engine_of, htp_engine
@@ -148,6 +149,20 @@ class _Blockers:
         self.empty = [kind.shape is not None and kind.elements == 0 for kind in flat.types]  # a static 0 dimension
         self.shape_like = [kind.dtype in _SHAPE_DTYPES and kind.shape is not None
                            and kind.elements <= _SHAPE_ARITHMETIC_MAX_ELEMENTS for kind in flat.types]
+        self.first_bad_port = self._first_bad_ports()
+
+    def _first_bad_ports(self) -> np.ndarray:
+        """Per node, the position in ``flat.port_arrays`` of its first port without a static shape or
+        with a static 0 dimension (-1: none), for all nodes at once."""
+        flat = self.flat
+        port_ptr, port_ids, _ = flat.port_arrays
+        kinds = np.array(flat.type_of, dtype=np.int64)[port_ids] if len(port_ids) else np.zeros(0, dtype=np.int64)
+        fine = np.append(np.array(self.static_shape, dtype=bool) & ~np.array(self.empty, dtype=bool), False)  # [-1]: unknown
+        bad = np.flatnonzero((port_ids >= 0) & ~fine[kinds])
+        first = np.full(flat.node_count, -1, dtype=np.int64)
+        owners, at = np.unique(np.searchsorted(port_ptr, bad, side="right") - 1, return_index=True)
+        first[owners] = bad[at]
+        return first
 
     def is_shape_arithmetic(self, index: int) -> bool:
         for tensor in self.flat.outputs[index]:
@@ -172,13 +187,15 @@ class _Blockers:
             for index in nodes:
                 if flat.op_types[index] not in self.supported_ops:
                     return engine, f"{self.label(core)}: the backend has no kernel for {flat.op_types[index]} (left unfused)"
-        type_of, static_shape, empty = flat.type_of, self.static_shape, self.empty
+        first_bad = self.first_bad_port
         for index in nodes:
-            for tensor in (*flat.inputs[index], *flat.outputs[index]):
-                if tensor >= 0 and (type_of[tensor] < 0 or not static_shape[type_of[tensor]]):
+            if first_bad[index] >= 0:
+                tensor = int(flat.port_arrays[1][first_bad[index]])
+                kind = flat.type_of[tensor]
+                if kind < 0 or not self.static_shape[kind]:
                     return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} has no static shape"
-                if tensor >= 0 and empty[type_of[tensor]]:  # static, not dynamic: just nothing to compute
-                    return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} is empty (a 0 dimension)"
+                # static, not dynamic: just nothing to compute
+                return engine, f"{self.label(core)}: tensor {flat.names[tensor]!r} is empty (a 0 dimension)"
         return engine, None
 
 

@@ -34,6 +34,8 @@ ONNX_DOMAINS = ("", "ai.onnx")
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                          "Bernoulli", "DequantizeLinear", "If", "Loop", "Scan"})
 
+_GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # the standard ops with a graph attribute
+
 
 @dataclass(frozen=True)
 class TensorType:
@@ -140,7 +142,7 @@ class FlatGraph:
             ins = tuple([get(name, -1) for name in node.input])
             if -1 in ins:
                 ins = port_ids(node.input)
-            if node.attribute and has_subgraph(node):  # rare: control flow only
+            if node.attribute and (op_types[index] in _GRAPH_OPS or domains[index] not in ONNX_DOMAINS) and has_subgraph(node):
                 reads = outer_reads(node)
                 if reads:
                     explicit[index] = len(ins)

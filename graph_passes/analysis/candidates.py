@@ -95,14 +95,13 @@ def find_candidates(analysis: Analysis) -> Candidates:
     reasons: dict[int, str] = {}
     fusable = []
     # Structure keys of every fusable task at once: the claim checks and the scorer ask for them.
-    analysis.structures.prepare([task for task in analysis.tasks if task.fusable])
-    for task in analysis.tasks:
-        if task.fusable:
-            blocked = analysis.claim_blocker(task)  # the QNN EP would not claim a node holding it
-            if blocked is None:
-                fusable.append(task)
-            else:
-                reasons[task.id] = blocked
+    tasks = [task for task in analysis.tasks if task.fusable]
+    analysis.structures.prepare(tasks)
+    for task, blocked in zip(tasks, analysis.claim_blockers(tasks)):  # the QNN EP would not claim a node holding it
+        if blocked is None:
+            fusable.append(task)
+        else:
+            reasons[task.id] = blocked
     fusable.sort(key=lambda task: task.units[0])
     starts = _Starts(fusable, len(analysis.units))
     at = {task.units[0]: i for i, task in enumerate(fusable)}

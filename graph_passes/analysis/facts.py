@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -40,6 +40,7 @@ class Analysis:
     _body_cache: dict[int, Peeled] = field(default_factory=dict, repr=False)
     _claim_cache: dict[int, str | None] = field(default_factory=dict, repr=False)
     _backend_verdicts: dict[int, str | None] = field(default_factory=dict, repr=False)  # by structures.code
+    _checked: set[int] = field(default_factory=set, repr=False)  # tasks the backend has judged
     _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
@@ -104,30 +105,33 @@ class Analysis:
     def claim_blocker(self, task: Task) -> str | None:
         """Why a fused node holding this task would not run as such: the QNN EP would not claim it
         (qdq_boundary.py), or the backend refuses the task (backend.py)."""
-        if task.id not in self._claim_cache:
-            reason = (claim_blocker(self.flat, self.task_nodes(task), self.task_body(task)) if self.has_qdq
-                      else None)
-            check = self.backend.task_check if self.backend is not None else None
-            if reason is None and check is not None:
-                reason = self._backend_verdict(task, check)
-            self._claim_cache[task.id] = reason
-        return self._claim_cache[task.id]
+        return self.claim_blockers((task,))[0]
+
+    def claim_blockers(self, tasks: Sequence[Task]) -> list[str | None]:
+        """``claim_blocker`` of many tasks; the backend is asked once per code structure (its check plans
+        the task: costly, and equal code gets the same verdict). A matrix refusal names nodes: asked again."""
+        from hexfuse.graph_passes.spec.builder import fused_op_spec  # spec_builder imports this module
+
+        cache = self._claim_cache
+        for task in tasks:
+            if task.id not in cache:
+                cache[task.id] = (claim_blocker(self.flat, self.task_nodes(task), self.task_body(task))
+                                  if self.has_qdq else None)
+        check = self.backend.task_check if self.backend is not None else None
+        asked = [task for task in tasks if cache[task.id] is None and task.id not in self._checked]
+        if check is not None and asked:
+            verdicts = self._backend_verdicts
+            for task, code in zip(asked, self.structures.codes(asked)):
+                if code not in verdicts or (verdicts[code] is not None and task.engine is Engine.MATRIX):
+                    verdicts[code] = check(fused_op_spec(self, (task,)))
+                cache[task.id] = verdicts[code]
+        self._checked.update(task.id for task in asked)
+        return [cache[task.id] for task in tasks]
 
     @cached_property
     def has_qdq(self) -> bool:
         """Quantized tensors anywhere (else every port is float and the EP's boundary rule holds)."""
         return any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.flat.op_types)
-
-    def _backend_verdict(self, task: Task, check) -> str | None:
-        """The backend's verdict on a task, asked once per code structure (the check plans the task:
-        costly, and equal code gets the same verdict). A matrix refusal names nodes: asked again."""
-        from hexfuse.graph_passes.spec.builder import fused_op_spec  # spec_builder imports this module
-
-        key = self.structures.code(task)
-        if key not in self._backend_verdicts or (self._backend_verdicts[key] is not None
-                                                 and task.engine is Engine.MATRIX):
-            self._backend_verdicts[key] = check(fused_op_spec(self, (task,)))
-        return self._backend_verdicts[key]
 
     def level_range(self, task: Task) -> tuple[int, int]:
         """Lowest and highest ASAP level of the task's units."""

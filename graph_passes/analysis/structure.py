@@ -78,7 +78,7 @@ class Structures:
         self._shared: dict[int, int] = {}  # task -> key with baked values
         self._groups: dict[tuple[int, ...], int] = {}
         self._boundaries: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        self._baked_values: dict[int, object] = {}
+        self._baked_values: dict[int, int] = {}  # tensor -> interned (quantization, small constant value)
 
     def _id(self, key: object) -> int:
         value = self._intern.get(key)
@@ -256,23 +256,28 @@ class Structures:
 
     def code(self, task: Task) -> int:
         """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
-        return self._task_shared(task)
+        return self.codes((task,))[0]
 
-    def _task_shared(self, task: Task) -> int:
-        """The task key with the values a kernel may bake (module docstring)."""
-        key = self._shared.get(task.id)
-        if key is None:
-            base = self.task(task)
-            batch, row = self._prepared[task.id]
-            baked = tuple((n, self._baked(t)) for n, t in batch.bakeable(row))
-            # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
-            # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
-            wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)
-            if self.analysis.has_qdq:
-                ins, outs = self.boundary(task)
-                wires = (tuple(self._wire(t, True) for t in ins), tuple(self._wire(t, False) for t in outs))
-            key = self._shared[task.id] = self._id((base, baked, wires))
-        return key
+    def codes(self, tasks: Sequence[Task]) -> list[int]:
+        """``code`` of many tasks: the task key with the values a kernel may bake (module docstring)."""
+        self.prepare(tasks)
+        shared, prepared, keys, intern, baked = self._shared, self._prepared, self._tasks, self._id, self._baked
+        qdq = self.analysis.has_qdq
+        result = []
+        for task in tasks:
+            key = shared.get(task.id)
+            if key is None:
+                batch, row = prepared[task.id]
+                values = tuple([(n, baked(t)) for n, t in batch.bakeable(row)])
+                # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
+                # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
+                wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)
+                if qdq:
+                    ins, outs = self.boundary(task)
+                    wires = (tuple(self._wire(t, True) for t in ins), tuple(self._wire(t, False) for t in outs))
+                key = shared[task.id] = intern((keys[task.id], values, wires))
+            result.append(key)
+        return result
 
     # -- groups ----------------------------------------------------------------------------------
     def group_io(self, tasks: Sequence[Task]) -> tuple[list[int], list[int]]:
@@ -294,7 +299,7 @@ class Structures:
                     seen = first.setdefault(tensor, (j, position))
                     if seen[0] != j:
                         shared.append((j, position, *seen))
-            key = self._groups[ids] = self._id(("group", tuple(map(self._task_shared, tasks)), tuple(shared)))
+            key = self._groups[ids] = self._id(("group", tuple(self.codes(tasks)), tuple(shared)))
         return key
 
     def _wire(self, tensor: int, is_input: bool) -> object:
@@ -302,7 +307,8 @@ class Structures:
 
         return port_wire(self.analysis, tensor, is_input)
 
-    def _baked(self, tensor: int) -> object:
+    def _baked(self, tensor: int) -> int:
+        """What a kernel may bake of this tensor (quantization, small integer value), interned."""
         if tensor in self._baked_values:
             return self._baked_values[tensor]
         from hexfuse.graph_passes.spec.builder import quant_of  # spec_builder imports this module
@@ -315,7 +321,7 @@ class Structures:
                 and np.dtype(kind.dtype).kind in "iub" and flat.is_constant(tensor)):
             array = flat.constant_value(tensor)
             value = None if array is None else (str(array.dtype), array.shape, array.tobytes())
-        baked = self._baked_values[tensor] = (quant, value)
+        baked = self._baked_values[tensor] = self._id(("baked", quant, value))
         return baked
 
 

@@ -111,7 +111,7 @@ def find_candidates(analysis: Analysis) -> Candidates:
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
     pairs, partners = _search(analysis, fusable, starts, at, reaches, owns, None)
     position = {task.id: i for i, task in enumerate(fusable)}
-    if any_hazard(analysis.flat, analysis.buffer_map, [analysis.task_nodes(task) for task in fusable],
+    if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable),
                   [(position[pair.first], position[pair.second]) for pair in pairs]):
         buffers, names = analysis.buffers, analysis.flat.names
         pairs, partners = _search(analysis, fusable, starts, at, reaches, owns,

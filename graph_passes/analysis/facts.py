@@ -7,10 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import onnx
 from onnx import helper
 
 from hexfuse.graph_passes.backend import Backend, supported
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.dataflow import Dataflow, overridable_initializers
 from hexfuse.graph_passes.engines.engine_map import EngineMap
 from hexfuse.graph_passes.engines.classify import Decision, Engine, decide
@@ -93,6 +95,23 @@ class Analysis:
             nodes = self._nodes_cache[task.id] = (list(unit_nodes[units[0]]) if len(units) == 1  # sorted already
                                                   else sorted(i for unit in units for i in unit_nodes[unit]))
         return nodes
+
+    def task_node_arrays(self, tasks: Sequence[Task]) -> tuple[np.ndarray, np.ndarray]:
+        """``task_nodes`` of many tasks as one ragged array (offsets, node indices), computed at once."""
+        units = self.__dict__.get("_unit_arrays")
+        if units is None:
+            units = self.__dict__["_unit_arrays"] = ragged.from_rows(self.units.nodes)
+        task_ptr, task_units = ragged.from_rows([task.units for task in tasks])
+        nodes, owner = ragged.take(*units, task_units)
+        task_of = np.repeat(np.arange(len(tasks), dtype=np.int64), np.diff(task_ptr))[owner]
+        order = np.lexsort((nodes, task_of))  # per task, in the graph's topological order
+        return ragged.segments(task_of[order], len(tasks)), nodes[order]
+
+    def task_bodies(self, tasks: Sequence[Task]) -> tuple[np.ndarray, np.ndarray]:
+        """``task_body(task).body`` of many tasks as one ragged array (offsets, node indices)."""
+        if not self.has_qdq:  # nothing to peel: the body is every node of the task
+            return self.task_node_arrays(tasks)
+        return ragged.from_rows([self.task_body(task).body for task in tasks])
 
     def task_body(self, task: Task) -> Peeled:
         """The task's nodes split into function body and boundary DQ/Q left outside (qdq_boundary.py)."""

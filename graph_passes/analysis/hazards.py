@@ -84,15 +84,17 @@ def hazard(first: Buffers, second: Buffers, names: Sequence[str]) -> str | None:
     return None
 
 
-def any_hazard(flat: FlatGraph, buffers: BufferMap, node_lists: Sequence[Sequence[int]],
+def any_hazard(flat: FlatGraph, buffers: BufferMap, task_nodes: tuple[np.ndarray, np.ndarray],
                pairs: Sequence[tuple[int, int]]) -> bool:
-    """Whether any pair (i, j) of the given node lists has a hazard: ``task_buffers`` and ``hazard`` for
-    many pairs at once, as array processing (the reasons come from ``hazard`` where this says yes)."""
+    """Whether any pair (i, j) of tasks has a hazard: ``task_buffers`` and ``hazard`` for many pairs at
+    once, as array processing (the reasons come from ``hazard`` where this says yes). ``task_nodes``:
+    the node indices of every task as one ragged array (offsets, nodes)."""
     if not pairs:
         return False
     count = len(flat.names)
-    task_ptr, nodes = ragged.from_rows(node_lists)
-    node_task = np.repeat(np.arange(len(node_lists), dtype=np.int64), np.diff(task_ptr))
+    task_ptr, nodes = task_nodes
+    tasks = len(task_ptr) - 1
+    node_task = np.repeat(np.arange(tasks, dtype=np.int64), np.diff(task_ptr))
     port_ptr, port_ids, input_counts = flat.port_arrays
     tensors, slot_node = ragged.take(port_ptr, port_ids, nodes)
     slot_task = node_task[slot_node]
@@ -105,7 +107,7 @@ def any_hazard(flat: FlatGraph, buffers: BufferMap, node_lists: Sequence[Sequenc
     producer_task[tensors[writes]] = slot_task[writes]
     reads = valid & is_input & (producer_task[np.where(valid, tensors, 0)] != slot_task)
     roots = buffers.root_array(count)
-    by_task = {kind: ragged.segments(slot_task[mask], len(node_lists)) for kind, mask in (("r", reads), ("w", writes))}
+    by_task = {kind: ragged.segments(slot_task[mask], tasks) for kind, mask in (("r", reads), ("w", writes))}
     values = {"r": roots[tensors[reads]], "w": roots[tensors[writes]]}
     first, second = (np.array(side, dtype=np.int64) for side in zip(*pairs))
 

@@ -125,25 +125,29 @@ class Structures:
                         marks[tensor] = 1
         return marks
 
-    @cached_property
-    def _attribute_keys(self) -> list[int]:
-        """Per node: its attributes up to renaming, -1 where it has none that count."""
-        flat = self.flat
-        keys = [-1] * flat.node_count
-        for index, node in enumerate(flat.nodes):
-            attributes = node.attribute
-            # (where the schema defines no attribute at all, the checker refuses any: none count)
-            if attributes and _takes_attributes(flat.op_types[index], flat.domains[index], self.opset):
-                keys[index] = self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
-        return keys
+    def _attribute_keys(self, nodes: np.ndarray) -> np.ndarray:
+        """Per given node: its attributes up to renaming, -1 where it has none that count. Computed on
+        first use per node (serializing every attribute of a model costs as much as the keys)."""
+        flat, keys = self.flat, self.__dict__.get("_attribute_key_array")
+        if keys is None:
+            keys = self.__dict__["_attribute_key_array"] = np.full(flat.node_count, -2, dtype=np.int64)  # -2: not yet
+        missing = nodes[keys[nodes] == -2]
+        if len(missing):
+            graph_nodes, op_types, domains = flat.nodes, flat.op_types, flat.domains
+            for index in np.unique(missing).tolist():
+                attributes = graph_nodes[index].attribute
+                # (where the schema defines no attribute at all, the checker refuses any: none count)
+                keys[index] = (self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
+                               if attributes and _takes_attributes(op_types[index], domains[index], self.opset) else -1)
+        return keys[nodes]
 
     @cached_property
-    def _node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per node: its op (type and domain) as an interned id, and its attribute key."""
+    def _node_ops(self) -> np.ndarray:
+        """Per node: its op (type and domain) as an interned id."""
         flat, ops = self.flat, {}
         op_ids = [ops.setdefault(op, len(ops)) for op in zip(flat.op_types, flat.domains)]
         interned = np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)
-        return interned[np.array(op_ids, dtype=np.int64)], np.array(self._attribute_keys, dtype=np.int64)
+        return interned[np.array(op_ids, dtype=np.int64)]
 
     @cached_property
     def _tensor_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,7 +188,7 @@ class Structures:
             return
         n = len(todo)
         count = len(self.flat.names)
-        body_ptr, body = ragged.from_rows([self.analysis.task_body(task).body for task in todo])
+        body_ptr, body = self.analysis.task_bodies(todo)
         node_task = np.repeat(np.arange(n, dtype=np.int64), np.diff(body_ptr))
         port_ptr, port_ids, input_counts = self.flat.port_arrays
         tensors, slot_node = ragged.take(port_ptr, port_ids, body)
@@ -224,11 +228,11 @@ class Structures:
         outs_at = outs_at[outside | graph_output[tensors[outs_at]]]
 
         # The key's parts, each task-major; a stable sort by task lays each task's parts end to end.
-        ops, attributes = self._node_arrays
         rows_at = ragged.offsets(4 + port_counts)
         rows = np.empty(int(rows_at[-1]), dtype=np.int64)
         heads = rows_at[:-1]
-        rows[heads], rows[heads + 1], rows[heads + 2] = ops[body], attributes[body], input_counts[body]
+        rows[heads], rows[heads + 1] = self._node_ops[body], self._attribute_keys(body)
+        rows[heads + 2] = input_counts[body]
         rows[heads + 3] = port_counts - input_counts[body]
         rows[heads[slot_node] + 4 + rank] = local
         codes = {engine: self._id(("engine", engine.value)) for engine in {task.engine for task in todo}}

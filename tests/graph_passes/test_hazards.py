@@ -20,7 +20,8 @@ def test_many_pairs_at_once_agree_with_each_pair(name):
     loaded = load_model(MODELS / f"{name}.onnx")
     analysis = Analysis.of(loaded.model, typed=loaded.inferred.graph)
     tasks = [task for task in analysis.tasks if task.fusable]
-    nodes = [analysis.task_nodes(task) for task in tasks]
+    nodes = analysis.task_node_arrays(tasks)
+    assert [list(nodes[1][a:b]) for a, b in zip(nodes[0], nodes[0][1:])] == [analysis.task_nodes(t) for t in tasks]
     pairs = [(i, j) for i in range(len(tasks)) for j in range(i + 1, min(len(tasks), i + 6))]
     expected = [hazard(analysis.buffers(tasks[i]), analysis.buffers(tasks[j]), analysis.flat.names) is not None
                 for i, j in pairs]

@@ -21,7 +21,7 @@ def _reference_key(analysis: Analysis, task) -> tuple:
     flat, structures = analysis.flat, analysis.structures
     body = analysis.task_body(task).body
     local: dict[int, int] = {}
-    rows = [(flat.op_types[i], flat.domains[i], structures._attribute_keys[i],
+    rows = [(flat.op_types[i], flat.domains[i], tuple(a.SerializeToString() for a in flat.node(i).attribute),
              tuple(local.setdefault(t, len(local)) if t >= 0 else -1 for t in flat.inputs[i]),
              tuple(local.setdefault(t, len(local)) if t >= 0 else -1 for t in flat.outputs[i]))
             for i in body]

@@ -272,10 +272,13 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
     densified = densify_sparse_initializers(path, model)
     if fix:
         _fix_dims(path, model, fix)
-    try:
-        size = model.ByteSize()
-    except Exception:  # protobuf's EncodeError on a message over its limit
-        size = PROTOBUF_LIMIT + 1
+    if not external and not densified and not fix:
+        size = len(raw)  # the model is the file's bytes: the same bound, without walking the message
+    else:
+        try:
+            size = model.ByteSize()
+        except Exception:  # protobuf's EncodeError on a message over its limit
+            size = PROTOBUF_LIMIT + 1
     if size > PROTOBUF_LIMIT:
         raise HexfuseError(
             f"{path}: model with its external data is {size / 2**30:.2f} GiB, over protobuf's 2 GiB "

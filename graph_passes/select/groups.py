@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.select.balance import Scorer, Verdict
 from hexfuse.graph_passes.analysis.candidates import Candidates
 from hexfuse.graph_passes.select.contraction import Contraction
@@ -45,11 +48,12 @@ class _Scores:
     def __init__(self, analysis: Analysis, scorer: Scorer) -> None:
         self.analysis, self.scorer = analysis, scorer
         self.structures = analysis.structures
+        self.per_instance = getattr(scorer, "per_instance", False)
         self._verdicts: dict[tuple, Verdict] = {}
 
     def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
         key = tuple(map(self.structures.task, tasks))
-        if getattr(self.scorer, "per_instance", False):
+        if self.per_instance:
             key += tuple(task.id for task in tasks)
         verdict = self._verdicts.get(key)
         if verdict is None:
@@ -79,8 +83,27 @@ def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, grou
     return best
 
 
+def _forward(analysis: Analysis, groups: list[Group]) -> bool:
+    """Whether every edge of the graph with every group contracted goes forward when each group takes
+    the place of its first unit (usual: a pair's units interleave in place). Places are distinct, so
+    then the contracted graph has no cycle. Checked for all edges at once."""
+    count = len(analysis.units)
+    place = np.arange(count, dtype=np.int64)
+    member = np.full(count, -1, dtype=np.int64)
+    for g, group in enumerate(groups):
+        units = [unit for task in group.tasks for unit in task.units]
+        place[units] = min(units)
+        member[units] = g
+    ptr, targets = ragged.from_rows(analysis.units.successors)
+    sources = np.repeat(np.arange(count, dtype=np.int64), np.diff(ptr))
+    between = (member[sources] != member[targets]) | (member[sources] < 0)
+    return bool((place[sources] < place[targets])[between].all())
+
+
 def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
     """The groups on each cycle of the graph with every group contracted (one list per cycle)."""
+    if _forward(analysis, groups):
+        return []
     count = len(analysis.units)
     rep = list(range(count))
     for g, group in enumerate(groups):

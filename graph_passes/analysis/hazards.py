@@ -21,6 +21,7 @@ import numpy as np
 from hexfuse.graph_passes.engines.classify import VIEW_OPS
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
+from hexfuse.graph_passes.graph.ports import ports
 
 
 class BufferMap:
@@ -94,18 +95,8 @@ def any_hazard(flat: FlatGraph, buffers: BufferMap, task_nodes: tuple[np.ndarray
     count = len(flat.names)
     task_ptr, nodes = task_nodes
     tasks = len(task_ptr) - 1
-    node_task = np.repeat(np.arange(tasks, dtype=np.int64), np.diff(task_ptr))
-    port_ptr, port_ids, input_counts = flat.port_arrays
-    tensors, slot_node = ragged.take(port_ptr, port_ids, nodes)
-    slot_task = node_task[slot_node]
-    port_counts = port_ptr[nodes + 1] - port_ptr[nodes]
-    rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_counts)[:-1][slot_node]
-    is_input = rank < input_counts[nodes][slot_node]
-    valid = tensors >= 0
-    writes = valid & ~is_input
-    producer_task = np.full(count, -1, dtype=np.int64)
-    producer_task[tensors[writes]] = slot_task[writes]
-    reads = valid & is_input & (producer_task[np.where(valid, tensors, 0)] != slot_task)
+    table = ports(flat, task_ptr, nodes)
+    tensors, slot_task, writes, reads = table.tensors, table.part, table.writes, table.outside_reads(count)
     roots = buffers.root_array(count)
     by_task = {kind: ragged.segments(slot_task[mask], tasks) for kind, mask in (("r", reads), ("w", writes))}
     values = {"r": roots[tensors[reads]], "w": roots[tensors[writes]]}

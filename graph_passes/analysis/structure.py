@@ -28,6 +28,7 @@ import onnx
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS
+from hexfuse.graph_passes.graph.ports import ports
 from hexfuse.graph_passes.analysis.tasks import Task
 
 SMALL_CONSTANT = 64  # integer constants up to this many elements are part of the group key
@@ -190,13 +191,9 @@ class Structures:
         count = len(self.flat.names)
         body_ptr, body = self.analysis.task_bodies(todo)
         node_task = np.repeat(np.arange(n, dtype=np.int64), np.diff(body_ptr))
-        port_ptr, port_ids, input_counts = self.flat.port_arrays
-        tensors, slot_node = ragged.take(port_ptr, port_ids, body)
-        slot_task = node_task[slot_node]
-        port_counts = port_ptr[body + 1] - port_ptr[body]
-        rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_counts)[:-1][slot_node]
-        is_input = rank < input_counts[body][slot_node]
-        valid = tensors >= 0
+        table = ports(self.flat, body_ptr, body)
+        tensors, slot_node, slot_task, rank, valid = table.tensors, table.node, table.part, table.rank, table.valid
+        port_counts, input_counts = table.port_counts, table.input_counts
         keys = slot_task * count + tensors
 
         # Tensor numbers: the order of first appearance within the task.
@@ -211,11 +208,8 @@ class Structures:
         numbered = unique[order] % count  # per task (numbered_ptr): its tensors in number order
 
         # Boundary: inputs read from outside in order of first read; outputs used outside or by the graph.
-        produced = valid & ~is_input
-        producer_task = np.full(count, -1, dtype=np.int64)  # (a tensor has one producer: one task)
-        producer_task[tensors[produced]] = slot_task[produced]
-        read = valid & is_input & (producer_task[np.where(valid, tensors, 0)] != slot_task)
-        read_at = np.flatnonzero(read)
+        produced = table.writes
+        read_at = np.flatnonzero(table.outside_reads(count))
         _, first_read = np.unique(keys[read_at], return_index=True)
         ins_at = np.sort(read_at[first_read])  # slots are task-major: sorted is per task, in read order
         outs_at = np.flatnonzero(produced)
@@ -232,8 +226,8 @@ class Structures:
         rows = np.empty(int(rows_at[-1]), dtype=np.int64)
         heads = rows_at[:-1]
         rows[heads], rows[heads + 1] = self._node_ops[body], self._attribute_keys(body)
-        rows[heads + 2] = input_counts[body]
-        rows[heads + 3] = port_counts - input_counts[body]
+        rows[heads + 2] = input_counts
+        rows[heads + 3] = port_counts - input_counts
         rows[heads[slot_node] + 4 + rank] = local
         codes = {engine: self._id(("engine", engine.value)) for engine in {task.engine for task in todo}}
         engines = np.array([codes[task.engine] for task in todo], dtype=np.int64)

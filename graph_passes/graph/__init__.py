@@ -8,4 +8,5 @@
     qdq_boundary.py  the quantized boundary of a fused node, in the form the QNN EP claims
     work.py          MACs, elements and bytes of a node from static shapes
     ragged.py        ragged (CSR) integer arrays: per-node and per-task lists processed at once
+    ports.py         the ports of many nodes grouped into tasks, one row per port (array processing)
 """

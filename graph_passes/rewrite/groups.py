@@ -30,6 +30,7 @@ from hexfuse.graph_passes.graph.dataflow import OVERRIDABLE_INITIALIZERS_IR
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import FlatGraph
+from hexfuse.graph_passes.graph.ports import ports
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp
 
 MIN_IR_VERSION = 8  # model-local functions need IR version 8
@@ -101,13 +102,9 @@ def _in_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Cal
     place of its first member), checked for all slots at once."""
     kinds = np.array([kind for kind, _ in slots], dtype=bool)
     indices = np.array([index for _, index in slots], dtype=np.int64)
-    port_ptr, port_ids, input_counts = flat.port_arrays
     node_slots = np.flatnonzero(~kinds)
-    nodes = indices[node_slots]
-    tensors, owner = ragged.take(port_ptr, port_ids, nodes)
-    rank = np.arange(len(tensors), dtype=np.int64) - ragged.offsets(port_ptr[nodes + 1] - port_ptr[nodes])[:-1][owner]
-    is_input = rank < input_counts[nodes][owner]
-    tensor_slots = node_slots[owner]
+    table = ports(flat, np.arange(len(node_slots) + 1, dtype=np.int64), indices[node_slots])
+    tensors, is_input, tensor_slots = table.tensors, table.is_input, node_slots[table.node]
     call_slots = np.flatnonzero(kinds)
     call_ins_ptr, call_ins = ragged.from_rows([calls[indices[s]].inputs for s in call_slots])
     call_outs_ptr, call_outs = ragged.from_rows([calls[indices[s]].outputs for s in call_slots])

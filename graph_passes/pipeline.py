@@ -24,23 +24,23 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.analysis.facts import Analysis
-from hexfuse.graph_passes.backend import Backend
-from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.analysis.candidates import find_candidates
+from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.analysis.sources import Sources
+from hexfuse.graph_passes.backend import Backend
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.flat import FlatGraph
-from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
-from hexfuse.graph_passes.report.labels import NodeLabels
-from hexfuse.graph_passes.load.model import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
-from hexfuse.graph_passes.select.names import NameScope
 from hexfuse.graph_passes.graph.qdq import dequantize_copies
+from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
+from hexfuse.graph_passes.load.model import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
+from hexfuse.graph_passes.report.labels import NodeLabels
 from hexfuse.graph_passes.rewrite.groups import Call, rewrite_groups, written_changes
+from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.select.groups import Group, Selection, select_groups
-from hexfuse.graph_passes.analysis.sources import Sources
-from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, FusedOp, FusionSpec, load_spec
-from hexfuse.graph_passes.spec.check import check_spec_describes
+from hexfuse.graph_passes.select.names import NameScope
 from hexfuse.graph_passes.spec.builder import fused_op_spec, group_nodes, group_op_type
+from hexfuse.graph_passes.spec.check import check_spec_describes
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, FusedOp, FusionSpec, load_spec
 
 
 DEFAULT_TARGET = "sm8550"

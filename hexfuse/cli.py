@@ -106,8 +106,8 @@ def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
 
 
 def run_analyze(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.report.outputs import analysis_report, report_json
     from hexfuse.graph_passes.report.document import render_report
+    from hexfuse.graph_passes.report.outputs import analysis_report, report_json
 
     scorer = _scorer(args)
     result, decision = _run_pass(args, scorer, fuse=False)

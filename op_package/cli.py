@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.graph_passes.spec.check import check_spec_describes
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
 from hexfuse.op_package.writer import write_tree
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.cost import CostScorer, list_targets, load_target
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse import analyze_model
 from hexfuse.graph_passes.spec.model import FusedOp
 

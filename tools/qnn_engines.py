@@ -43,8 +43,8 @@ import onnx
 
 from hexfuse.graph_passes.cost.profile_rows import node_key
 from hexfuse.graph_passes.engines.engine_map import EngineMap, Kernel, NodeEngines
-from hexfuse.graph_passes.load.io import file_sha256
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load.io import file_sha256
 from hexfuse.tools.optrace import Schedule, Step, _is_matrix_kernel, find_schematics, read_schematic
 from hexfuse.tools.schedule_reader import qnn_schedule
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.engines.engine_map import EngineMap, beside_path, cache_path
 from hexfuse.graph_passes.engines.classify import Engine, engine_of
+from hexfuse.graph_passes.engines.engine_map import EngineMap, beside_path, cache_path
 
 DESCRIPTION = """\
 Prepare the ORIGINAL model on the QNN EP's HTP backend with profiling_level=optrace, read the schematic

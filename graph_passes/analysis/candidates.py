@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hexfuse.graph_passes.analysis.facts import Analysis
-from hexfuse.graph_passes.engines.classify import Engine
 from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
 from hexfuse.graph_passes.analysis.reach import Reach
 from hexfuse.graph_passes.analysis.tasks import Task
+from hexfuse.graph_passes.engines.classify import Engine
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
 MAX_PARTNERS = 4  # independent partners kept per task

@@ -11,17 +11,17 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hexfuse.graph_passes.backend import Backend, supported
-from hexfuse.graph_passes.graph import ragged
-from hexfuse.graph_passes.graph.dataflow import Dataflow, overridable_initializers
-from hexfuse.graph_passes.engines.engine_map import EngineMap
-from hexfuse.graph_passes.engines.classify import Decision, Engine, decide
-from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.analysis.hazards import BufferMap, Buffers, task_buffers
-from hexfuse.graph_passes.graph.qdq_boundary import Peeled, claim_blocker, peel
 from hexfuse.graph_passes.analysis.reach import Reachability
 from hexfuse.graph_passes.analysis.tasks import Task, build_tasks
 from hexfuse.graph_passes.analysis.units import UnitGraph, build_units
+from hexfuse.graph_passes.backend import Backend, supported
+from hexfuse.graph_passes.engines.classify import Decision, Engine, decide
+from hexfuse.graph_passes.engines.engine_map import EngineMap
+from hexfuse.graph_passes.graph import ragged
+from hexfuse.graph_passes.graph.dataflow import Dataflow, overridable_initializers
+from hexfuse.graph_passes.graph.flat import FlatGraph
+from hexfuse.graph_passes.graph.qdq_boundary import Peeled, claim_blocker, peel
 from hexfuse.graph_passes.graph.work import Work, node_work
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import onnx
 
 from hexfuse.graph_passes.analysis.facts import Analysis
-from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.analysis.tasks import Task
+from hexfuse.graph_passes.graph.flat import FlatGraph
 
 BRANCH, MICRO_BATCH, REQUEST = "branch", "micro-batch", "request"
 SOURCES = (BRANCH, MICRO_BATCH, REQUEST)

@@ -26,10 +26,10 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS
 from hexfuse.graph_passes.graph.ports import ports
-from hexfuse.graph_passes.analysis.tasks import Task
 
 SMALL_CONSTANT = 64  # integer constants up to this many elements are part of the group key
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine
 from hexfuse.graph_passes.analysis.reach import Reachability
 from hexfuse.graph_passes.analysis.units import UnitGraph
+from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine
 
 MAX_TASK_UNITS = 64  # bounds the convexity check; a longer region is cut into several tasks
 

@@ -59,10 +59,10 @@ import numpy as np
 from hexfuse.graph_passes.cost import profile_rows
 from hexfuse.graph_passes.cost.baselines import alone_plan, overhead_ns
 from hexfuse.graph_passes.cost.opcost import OpCost, Storage, TaskCost, combine, node_cost, task_cost
-from hexfuse.graph_passes.engines.engine_map import EngineMap
-from hexfuse.graph_passes.engines.classify import Engine
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.engines.classify import Engine
+from hexfuse.graph_passes.engines.engine_map import EngineMap
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, TaskSpec
 

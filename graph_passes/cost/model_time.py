@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.cost.baselines import alone_plan, overhead_ns
 from hexfuse.graph_passes.cost.opcost import TaskCost, compute_nodes
 from hexfuse.graph_passes.cost.scorer import CostScorer
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
+from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec
 
 _ROW_MAJOR = ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul")

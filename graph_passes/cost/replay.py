@@ -32,8 +32,8 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule
 from hexfuse.graph_passes.cost.target import Target
+from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule
 from hexfuse.graph_passes.errors import HexfuseError
 
 

@@ -29,8 +29,8 @@ from google.protobuf.message import DecodeError
 from onnx import external_data_helper, version_converter
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.sparse import densify_sparse_initializers
 from hexfuse.graph_passes.graph.subgraphs import node_reads
+from hexfuse.graph_passes.load.sparse import densify_sparse_initializers
 from hexfuse.graph_passes.load.toposort import topological_order
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory

@@ -28,9 +28,9 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
+from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.model import LoadedModel, load_model
-from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 
 # Scalars (scales, zero points) are stored per request. Sharing them saves nothing, and on the QNN HTP

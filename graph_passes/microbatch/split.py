@@ -26,12 +26,12 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from hexfuse.graph_passes.graph.dataflow import Dataflow
+from hexfuse.graph_passes.analysis.sources import MICRO_BATCHES_KEY
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.graph.dataflow import Dataflow
+from hexfuse.graph_passes.load.toposort import topological_order_of
 from hexfuse.graph_passes.microbatch.axes import Step, propagate
 from hexfuse.graph_passes.select.names import NameScope
-from hexfuse.graph_passes.analysis.sources import MICRO_BATCHES_KEY
-from hexfuse.graph_passes.load.toposort import topological_order_of
 
 MAX_MICRO_BATCHES = 64  # each slice copies every op on the path: beyond this the graph only grows
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from hexfuse.graph_passes.select.balance import Scorer
-from hexfuse.graph_passes.report.engines import gain_split, group_lines, task_engines
-from hexfuse.graph_passes.load.model import symbolic_dims
-from hexfuse.graph_passes.pipeline import AnalyzeResult
 from hexfuse.graph_passes.analysis.sources import Sources
 from hexfuse.graph_passes.analysis.tasks import Task
+from hexfuse.graph_passes.load.model import symbolic_dims
+from hexfuse.graph_passes.pipeline import AnalyzeResult
+from hexfuse.graph_passes.report.engines import gain_split, group_lines, task_engines
+from hexfuse.graph_passes.select.balance import Scorer
 
 MAX_EXAMPLES = 12  # reason kinds in the Markdown (the JSON lists every task)
 MAX_TASK_NODES = 6  # compute ops named per task in the Markdown (the JSON names all)

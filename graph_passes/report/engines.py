@@ -15,8 +15,8 @@ from collections import Counter
 from typing import Any
 
 from hexfuse.graph_passes.analysis.facts import Analysis
-from hexfuse.graph_passes.engines.classify import OPTRACE, RULES, Engine
 from hexfuse.graph_passes.analysis.tasks import Task
+from hexfuse.graph_passes.engines.classify import OPTRACE, RULES, Engine
 
 MAX_NODES = 6  # nodes described per task in the Markdown (the JSON has all)
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.io import refuse_overwrite
+from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.pipeline import (
     AnalyzeResult, FuseResult, protected_files, report_path, spec_path, write_outputs,
 )

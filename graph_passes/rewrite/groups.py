@@ -26,9 +26,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hexfuse.graph_passes.graph.dataflow import OVERRIDABLE_INITIALIZERS_IR
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph import ragged
+from hexfuse.graph_passes.graph.dataflow import OVERRIDABLE_INITIALIZERS_IR
 from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.graph.ports import ports
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, SERIAL_ATTRIBUTE, FusedOp

@@ -16,13 +16,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hexfuse.graph_passes.analysis.candidates import Candidates
 from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.select.balance import Scorer, Verdict
-from hexfuse.graph_passes.analysis.candidates import Candidates
 from hexfuse.graph_passes.select.contraction import Contraction
 from hexfuse.graph_passes.spec.builder import fused_op_spec
-from hexfuse.graph_passes.analysis.tasks import Task
 
 
 MAX_FUSED_OPS = 10_000  # onnx.checker refuses models with more local functions (one per distinct group)

@@ -11,10 +11,10 @@ from onnx import helper
 
 from hexfuse.graph_passes.analysis import structure
 from hexfuse.graph_passes.analysis.facts import Analysis
+from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS
 from hexfuse.graph_passes.spec.model import FusedOp, NodeSpec, QuantSpec, TaskSpec, TensorSpec
-from hexfuse.graph_passes.analysis.tasks import Task
 
 
 def _attribute_value(attribute: onnx.AttributeProto):

@@ -17,8 +17,8 @@ from hexfuse.cli import main
 from hexfuse.graph_passes.cost.replay import Group, OpCosts, Unholdable, fuse_group, graph_of, op_costs, replay
 from hexfuse.graph_passes.cost.target import load_target
 from hexfuse.graph_passes.engines.engine_map import engine_map_from_json, load_engine_map
-from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
+from hexfuse.graph_passes.errors import HexfuseError
 from tests.cost.specs import estimated
 
 ROOT = Path(__file__).resolve().parents[2]

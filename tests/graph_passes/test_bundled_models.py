@@ -17,10 +17,10 @@ import onnx
 import pytest
 
 from hexfuse.graph_passes import pipeline
-from hexfuse.graph_passes.select.balance import BalanceScorer
+from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
-from hexfuse.graph_passes.cost.cli import scorer_for
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.cost.specs import estimated
 from tests.passes import fuse_model
 from tests import builders

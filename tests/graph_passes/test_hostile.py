@@ -6,11 +6,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from hexfuse.graph_passes.load import model as load_module
-from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.cli import main
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load import model as load_module
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.passes import analyze_model, fuse_model
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 from tests import builders

@@ -18,9 +18,9 @@ from onnx import helper
 
 from tests.passes import fuse_model
 from hexfuse.cli import main
+from hexfuse.graph_passes.analysis.sources import REQUEST
 from hexfuse.graph_passes.merge.requests import merge_models
 from hexfuse.graph_passes.rewrite.ort_check import random_inputs
-from hexfuse.graph_passes.analysis.sources import REQUEST
 from tests import builders
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ import pytest
 from hexfuse import backend
 from tests.passes import fuse_model
 from hexfuse.cli import main
+from hexfuse.graph_passes.analysis.sources import MICRO_BATCH
 from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.cost.target import target_to_dict
 from hexfuse.graph_passes.errors import HexfuseError
@@ -24,7 +25,6 @@ from hexfuse.graph_passes.load.model import load_model
 from hexfuse.graph_passes.microbatch.decide import SPLIT_MARGIN, fuse_micro_batched
 from hexfuse.graph_passes.microbatch.split import SplitPlan, plan_split, split_model
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
-from hexfuse.graph_passes.analysis.sources import MICRO_BATCH
 from tests import builders
 from tests.cost.specs import estimated
 from tests.graph_passes import microbatch_models as mm

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.passes import fuse_model
 
 EXAMPLES = int(os.environ.get("HEXFUSE_PROPERTY_EXAMPLES", "150"))

@@ -15,10 +15,10 @@ from hexfuse.cli import main
 from hexfuse.graph_passes.cost.target import target_to_dict
 from tests.cost.specs import estimated
 from hexfuse.graph_passes import pipeline
-from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.cost.cli import scorer_for
-from hexfuse.graph_passes.report.outputs import analysis_report
 from hexfuse.graph_passes.report.document import render_report
+from hexfuse.graph_passes.report.outputs import analysis_report
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests import builders
 
 _LABEL = re.compile(r"^(?:(?P<op>\w+) '(?P<name>.*)'|#(?P<index>\d+) (?P<op2>\w+))(?: \(copy\))?$")

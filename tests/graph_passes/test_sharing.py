@@ -8,10 +8,10 @@ import onnx
 import pytest
 
 from tests.passes import fuse_model
-from hexfuse.graph_passes.select import groups as select_module
-from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.select import groups as select_module
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN, SCHEMA_VERSION, FusionSpec
 from hexfuse.tools.synthetic import stacked_lm
 from tests import builders

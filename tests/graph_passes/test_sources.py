@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.passes import fuse_model
-from hexfuse.graph_passes.select.balance import BalanceScorer
-from hexfuse.graph_passes.report.outputs import analysis_report
-from hexfuse.graph_passes.report.document import render_report
 from hexfuse.graph_passes.analysis.sources import BRANCH, REQUEST, SOURCES, Sources
+from hexfuse.graph_passes.report.document import render_report
+from hexfuse.graph_passes.report.outputs import analysis_report
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.spec.model import FusionSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from hexfuse.graph_passes.analysis.facts import Analysis
-from hexfuse.graph_passes.select.balance import BalanceScorer
 from hexfuse.graph_passes.analysis.candidates import find_candidates, independence_problem
+from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.engines.classify import Engine
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.passes import analyze_model, fuse_model
 from hexfuse.graph_passes.graph.qdq import duplicate_shared_dequantize
 from hexfuse.graph_passes.select.groups import select_groups
@@ -82,8 +82,8 @@ def test_groups_that_would_close_a_cycle_are_not_both_fused(tmp_path):
 
 def test_cycle_closing_selection_is_repaired(tmp_path, monkeypatch):
     """Force the bad pairing {A, D} + {B, C}; the cycle check must drop one of them."""
-    from hexfuse.graph_passes.select import groups as select_module
     from hexfuse.graph_passes.analysis.candidates import Candidates, Pair
+    from hexfuse.graph_passes.select import groups as select_module
 
     analysis = Analysis.of(onnx.shape_inference.infer_shapes(builders.crossing_pairs()))
     by_name = {analysis.unit_label(t.units[0]).split("'")[1]: t for t in analysis.tasks}

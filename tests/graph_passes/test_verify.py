@@ -9,12 +9,12 @@ import pytest
 
 from tests.passes import fuse_model
 from hexfuse.cli import main
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.pipeline import FuseResult
 from hexfuse.graph_passes.report import outputs as outputs_module
+from hexfuse.graph_passes.report.outputs import verify_result
 from hexfuse.graph_passes.rewrite import verify as verify_module
 from hexfuse.graph_passes.select.balance import BalanceScorer
-from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.report.outputs import verify_result
-from hexfuse.graph_passes.pipeline import FuseResult
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 from tests import builders
 

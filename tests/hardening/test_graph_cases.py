@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.passes import analyze_model, fuse_model
-from hexfuse.graph_passes.select.balance import BalanceScorer
-from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
 from hexfuse.graph_passes.analysis.reach import Reach
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests import builders
 from tests.hardening._support import run
 

@@ -15,12 +15,12 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from hexfuse.graph_passes.spec.builder import node_spec
 from hexfuse.graph_passes.spec.model import FusedOp, FusionSpec, NodeSpec, QuantSpec, TaskSpec, TensorSpec
 from hexfuse.op_package.build import build_host
 from hexfuse.op_package.host import HostPackage
 from hexfuse.op_package.render import render_package
 from hexfuse.op_package.writer import write_tree
-from hexfuse.graph_passes.spec.builder import node_spec
 
 OPSET = 21
 LEVELS = {"float": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,  # DQ, float op, Q: the ONNX definition

@@ -60,8 +60,8 @@ def unary_case(op: str, dtype: str) -> Case:
     (lo, hi), attrs, exact = UNARY[op]
     e_in = _input_encoding(dtype, lo, hi)
     x = _all_codes(dtype)
-    from hexfuse.op_package.lower.qlut import UNARY as FUNCS, codes, dequantize
     from hexfuse.graph_passes.spec.model import QuantSpec
+    from hexfuse.op_package.lower.qlut import UNARY as FUNCS, codes, dequantize
     with np.errstate(all="ignore"):
         y = FUNCS[op](dequantize(codes(dtype), QuantSpec(dtype, (e_in[1],), (e_in[2],))), attrs).astype(np.float64)
     e_out = _output_encoding(dtype, y)

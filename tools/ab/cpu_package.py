@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 from hexfuse.graph_passes.spec.check import check_spec_describes
+from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
 
 from .libkind import require_ort_library
 from .per_node import split_spec

@@ -30,8 +30,6 @@ class NodeLabels:
         self.sources = sources
         self.copies = copies
         self.upgraded_to = upgraded_to
-        self._file_names: list[str] | None = None
-        self._file_ops: list[str] | None = None
 
     @property
     def file_nodes(self) -> int:
@@ -53,8 +51,7 @@ class NodeLabels:
         return f"{label} (copy)" if node in self.copies else label
 
     def of_file(self, index: int) -> str:
-        if self._file_names is None:  # one walk: indexing a protobuf repeated field builds a wrapper per access
-            self._file_names = [node.name for node in self.file.node]
-            self._file_ops = [node.op_type for node in self.file.node]
-        name, op_type = self._file_names[index], self._file_ops[index]
+        # (reports name a few thousand nodes at most: a lookup each is cheaper than a walk over a large model)
+        node = self.file.node[index]
+        name, op_type = node.name, node.op_type
         return f"{op_type} {name!r}" if name else f"#{index} {op_type}"

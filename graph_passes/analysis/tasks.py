@@ -83,4 +83,4 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
             engines[chosen] = engine  # a view chain takes the engine of the work joining it
         members[chosen].append(position)
         task_of[position] = chosen
-    return [Task(i, engines[i], tuple(sorted(units))) for i, units in enumerate(members)]
+    return [Task(i, engines[i], tuple(units)) for i, units in enumerate(members)]  # positions came in ascending

@@ -136,6 +136,9 @@ class Layer:
     def tokens(self) -> int:
         return self.size if self.mode == "prefill" else 1
 
+    def float_model(self) -> onnx.ModelProto:
+        return float_model(self)
+
     def inputs(self) -> dict[str, tuple[int, ...]]:
         c = self.config
         shapes = {"x": (1, self.tokens, c.hidden)}
@@ -364,8 +367,9 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
     return q
 
 
-def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
-    """The cached model file of ``layer`` (built and written atomically when missing)."""
+def build(layer, cache: Path | None = None) -> Path:
+    """The cached model file of ``layer`` (a Layer, Requests, or anything with ``stem``, ``key``,
+    ``inputs()``, ``precision`` and ``float_model()``: built and written atomically when missing)."""
     folder = cache or cache_dir()
     path = folder / f"{layer.stem}.{layer.key}.onnx"
     if path.is_file():
@@ -380,7 +384,7 @@ def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
             onnx.save(merged, str(tmp))
             os.replace(tmp, path)
         return path
-    model = float_model(layer)
+    model = layer.float_model()
     with tempfile.TemporaryDirectory(dir=folder) as td:
         if layer.precision != "float":
             model = quantize_qdq(model, layer, Path(td))

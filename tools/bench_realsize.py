@@ -31,6 +31,7 @@ from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.realsize import Layer, Requests, build, cache_dir, parse_layer
+from hexfuse.tools.realsize_heads import cross_head_pairs
 from hexfuse.tools.realsize_vision import Anchor, Detector, parse_vision
 
 Source = Layer | Requests | Anchor | Detector
@@ -53,6 +54,7 @@ class Candidate:
     t4_any_us: float | None = None  # the fused form replayed whatever the verdict's margin (None: not holdable)
     copies: int = 0  # copies the fused form adds: one per task port, one join per fused output
     held: str = ""  # why there is no fused form ("" where there is one)
+    origin: str = "pass"  # "pass": find_candidates / the estimated model's groups; "heads": realsize_heads pairs
     estimated: str = ""  # the estimated cost model (--ignore-schedule): selected / accepted / rejected
     work: dict[int, float] = field(default_factory=dict, repr=False)  # vector op index -> ns (for the ceiling)
 
@@ -166,10 +168,11 @@ def fused_replay(judge, shape) -> tuple[float | None, Any, str]:
     return replay(fused.graph, judge.target.hvx_contexts).latency_ns, fused, ""
 
 
-def judge_candidates(path: Path, target: str, min_gain: float,
-                     engines: Path | None = None) -> tuple[dict[str, Any], int, list[Candidate]]:
+def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | None = None,
+                     extra=None) -> tuple[dict[str, Any], int, list[Candidate]]:
     """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
-    pass finds (candidates.py) with the estimated model's verdict and the schedule replay's)."""
+    pass finds (candidates.py) with the estimated model's verdict and the schedule replay's). ``extra``:
+    analysis -> more task pairs to judge the same way (pairs the pass's partner search does not propose)."""
     from hexfuse.graph_passes.candidates import find_candidates
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
     from hexfuse.graph_passes.outputs import analysis_report
@@ -190,8 +193,10 @@ def judge_candidates(path: Path, target: str, min_gain: float,
     chosen = {tuple(t.id for t in g.tasks) for g in estimated.selection.groups}
     pairs = [(analysis.tasks[p.first], analysis.tasks[p.second]) for p in find_candidates(analysis).pairs]
     groups = [g.tasks for g in estimated.selection.groups if len(g.tasks) > 2] + pairs
+    known = {tuple(t.id for t in tasks) for tasks in groups}
+    added = [tuple(tasks) for tasks in (extra(analysis) if extra else []) if tuple(t.id for t in tasks) not in known]
     out = []
-    for tasks in groups:
+    for tasks in groups + added:
         spec = fused_op_spec(analysis, tasks)
         shape = group_of(spec)
         if not shape.matrix_nodes:
@@ -216,6 +221,7 @@ def judge_candidates(path: Path, target: str, min_gain: float,
             t4_any_us=None if t4_any is None else t4_any / 1e3, held=held,
             copies=len(shape.port_bytes) + len(shape.output_bytes or (0,)) if fused is not None else 0,
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
+            origin="heads" if tuple(tasks) in added else "pass",
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
 
@@ -230,11 +236,12 @@ def bench(layers: list[Source], targets: list[str], timeout_s: float, min_gain: 
         for target in targets:
             row = Row(layer.stem, target)
             engines = engines_of(layer, target)
+            extra = cross_head_pairs(layer) if isinstance(layer, Layer) and layer.head_groups > 1 else None
             row.prepare_s, row.note = prepare(path, target, timeout_s, log_dir, engines)
             say(f"# {layer.stem} {target}: prepare {'cached' if row.prepare_s is None else f'{row.prepare_s:.0f} s'}"
                 f"{' - ' + row.note if row.note else ''}")
             if not row.note:
-                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain, engines)
+                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain, engines, extra)
             rows.append(row)
             say(render([row], header=False))
     return rows
@@ -273,7 +280,8 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
             if header:
                 why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason.split(":")[0]
                 t4 = c.t4_any_us if c.t4_any_us is not None else c.t4_us
-                lines.append(f"| {r.model} | {r.target} | {c.label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
+                label = f"{c.label} (head groups)" if c.origin == "heads" else c.label
+                lines.append(f"| {r.model} | {r.target} | {label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
                              f"{_f(c.added_us, 2)} | {c.copies} | {c.t2_us:.1f} | {_f(t4)} | {_f(c.ratio, 3)} | {c.estimated} | "
                              f"{'fuse' if c.accepted else 'no'}: {why} |")
             else:

@@ -69,6 +69,31 @@ def cross_group_overlap(schedule, replayed, groups: list[str]) -> list[GroupOver
     return out
 
 
+def cross_head_pairs(layer: Layer):
+    """For the bench: analysis -> (QK^T of group h, the task holding group g's softmax) for every g != h
+    the pass proves independent. Its own partner search (candidates.py: the 4 nearest partners within 64
+    units of the level order) pairs each QK^T with the K/V expands next to it and never reaches these."""
+    groups = head_groups(layer)
+
+    def pairs(analysis) -> list[tuple]:
+        from hexfuse.graph_passes.candidates import independence_problem
+
+        owner = {analysis.flat.node(i).name: task for task in analysis.tasks if task.fusable
+                 for i in analysis.task_nodes(task)}
+        out = []
+        for g in groups:
+            softmax = owner.get(f"probs{g}_node")
+            for h in groups:
+                qk = owner.get(f"qk{h}_node")
+                if h == g or softmax is None or qk is None or softmax.engine == qk.engine:
+                    continue
+                if independence_problem(analysis, qk, softmax) is None:
+                    out.append(tuple(sorted((qk, softmax), key=lambda t: t.lo)))
+        return out
+
+    return pairs
+
+
 def measure(layer: Layer, target: str) -> tuple[float, list[GroupOverlap]]:
     """(t2 us, per-group overlap) from the cached engine map (``hexfuse engines`` or the bench makes it)."""
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge

@@ -114,3 +114,16 @@ def test_bench_renders_a_row_and_round_trips_it(tmp_path):
     assert bench_realsize.render_summary(again) == bench_realsize.render_summary([row])
     failed = bench_realsize.Row("m", "sm8750", 1500.0, "simulator prepare did not finish in 1500 s")
     assert "did not finish" in bench_realsize.render_summary([failed])
+
+
+def test_cross_head_pairs_are_independent_softmax_matmul_pairs(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEXFUSE_ENGINES_CACHE", str(tmp_path))  # no map: the op-type rules decide
+    layer = Layer(TINY, "prefill", 16, "w8a8", head_groups=2, attention_only=True)
+    result, _ = bench_realsize._analyze(build(layer, tmp_path), "sm8650", False, 0.1)
+    analysis = result.analysis
+    pairs = realsize_heads.cross_head_pairs(layer)(analysis)
+    named = [{analysis.flat.node(i).name for t in pair for i in analysis.task_nodes(t)} for pair in pairs]
+    assert len(pairs) == 2  # group 0's softmax beside group 1's QK^T, and the other way round
+    for g, h in ((0, 1), (1, 0)):
+        assert any({f"probs_g{g}_node", f"qk_g{h}_node"} <= names for names in named)
+    assert all(f"qk_g{g}_node" not in names or f"probs_g{g}_node" not in names for names in named for g in (0, 1))

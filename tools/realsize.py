@@ -21,7 +21,8 @@ projection): the same numbers, and head group g's softmax no longer depends on g
 RoPE is the usual rotate-half (Slice, Neg, Concat, Mul, Add) with cos/sin as constants of the positions;
 the KV heads are repeated to the query heads by Unsqueeze/Expand/Reshape (grouped-query attention).
 Quantized to QDQ with ONNX Runtime's QNN helpers as ``models/build_models.py`` does: w8a8 (uint8
-activations and weights) or w8a16 (uint16 activations, uint8 weights), random calibration feeds.
+activations and weights), w8a16 (uint16 activations, uint8 weights) or w4a16 (int4 weights), random
+calibration feeds.
 
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8        # prints the cached path
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
@@ -76,7 +77,7 @@ CONFIGS = {c.name: c for c in (
     Config("tiny", 256, 4, 2, 64, 512),  # real per-head dims, small everything else (CI)
 )}
 MODES = ("prefill", "decode")
-PRECISIONS = ("float", "w8a8", "w8a16")
+PRECISIONS = ("float", "w8a8", "w8a16", "w4a16")
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class Layer:
 
     @property
     def opset(self) -> int:
-        return OPSET_16BIT if self.precision == "w8a16" else OPSET
+        return OPSET_16BIT if self.precision in ("w8a16", "w4a16") else OPSET  # (int4 needs opset 21 too)
 
     @property
     def tokens(self) -> int:
@@ -355,11 +356,12 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
         def rewind(self) -> None:
             self.i = 0
 
-    activations = QuantType.QUInt16 if layer.precision == "w8a16" else QuantType.QUInt8
+    activations = QuantType.QUInt16 if layer.precision in ("w8a16", "w4a16") else QuantType.QUInt8
+    weights = QuantType.QInt4 if layer.precision == "w4a16" else QuantType.QUInt8  # the QNN EP takes int4 weights
     fpath, pre, qpath = (str(workdir / n) for n in ("float.onnx", "pre.onnx", "qdq.onnx"))
     onnx.save(model, fpath)
     src = pre if qnn_preprocess_model(fpath, pre) else fpath
-    cfg = get_qnn_qdq_config(src, RandomReader(), activation_type=activations, weight_type=QuantType.QUInt8)
+    cfg = get_qnn_qdq_config(src, RandomReader(), activation_type=activations, weight_type=weights)
     quantize(src, qpath, cfg)
     q = onnx.load(qpath)
     del q.metadata_props[:]

@@ -209,17 +209,17 @@ def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | N
         names = lambda matrix: "+".join(n.name.removesuffix("_node") for t in spec.tasks  # noqa: E731
                                         if (t.engine == "matrix") == matrix for n in t.nodes
                                         if n.op_type not in ("QuantizeLinear", "DequantizeLinear"))[:48]
-        t4_any, fused, held = fused_replay(judge, shape)
+        t4_any, form, held = fused_replay(judge, shape)
         picked = "selected" if tuple(t.id for t in tasks) in chosen else ("accepted" if guess.accepted else "rejected")
         out.append(Candidate(
             label=f"{names(True)} || {names(False)}",
             vector_us=sum(costs.run[i] - costs.overhead[i] for i in vector) / 1e3,
             matrix_us=sum(costs.run[i] for i in hmx) / 1e3,
-            added_us=fused.added_ns / 1e3 if fused is not None else None,
+            added_us=form.added_ns / 1e3 if form is not None else None,
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
             t4_any_us=None if t4_any is None else t4_any / 1e3, held=held,
-            copies=len(shape.port_bytes) + len(shape.output_bytes or (0,)) if fused is not None else 0,
+            copies=len(shape.port_bytes) + len(shape.output_bytes or (0,)) if form is not None else 0,
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
             origin="heads" if tuple(tasks) in added else "pass",
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))

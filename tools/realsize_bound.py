@@ -4,7 +4,9 @@ or DMA/DDR (issue 24 item 3: is decode against a long KV cache DMA-bound, and wh
 Per model and target, from the cached engine map (the bench makes it): t2, the main thread's busy time
 (its HMX ops apart), the HVX threads' busy time per thread (and the part that is the per-op constant
 qnn_hvx_op_ns), the DMA engine's transfer time, and the DDR floor (every byte the schedule moves
-from DDR at the target's DDR rate). Nothing is fused; replay costs as in graph_passes/cost/replay.py.
+from DDR at the target's DDR rate). The replay does not model DDR contention between threads, so where
+that floor exceeds t2 the replay is optimistic and the layer is DDR-bound. Nothing is fused; replay costs
+as in graph_passes/cost/replay.py.
 
     python -m hexfuse.tools.realsize_bound llama-3.2-1b:decode:2048 llama-3.2-1b:decode:4096 --targets sm8650 sm8750
 """
@@ -48,8 +50,8 @@ def bound_of(schedule, target) -> Bound:
 
 
 def render(rows: list[tuple[str, str, Bound]]) -> str:
-    lines = ["| model | target | t2 us | main thread us (HMX) | HVX per thread us (per-op constant) | DMA us | DDR floor us | "
-             "bound by |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | target | t2 us | main thread us (HMX) | HVX per thread us (per-op constant) | DMA us | "
+             "all DDR bytes at the DDR rate us | bound by |", "|---|---|---|---|---|---|---|---|"]
     for stem, target, b in rows:
         lines.append(f"| {stem} | {target} | {b.t2_us:.1f} | {b.main_us:.1f} ({b.hmx_us:.1f}) | {b.hvx_per_thread_us:.1f} "
                      f"({100 * b.hvx_constant_share:.0f}%) | {b.dma_us:.1f} | {b.ddr_floor_us:.1f} | {b.bound_by} |")

@@ -131,3 +131,12 @@ def test_cross_head_pairs_are_independent_softmax_matmul_pairs(tmp_path, monkeyp
     for g, h in ((0, 1), (1, 0)):
         assert any({f"probs_g{g}_node", f"qk_g{h}_node"} <= names for names in named)
     assert all(f"qk_g{g}_node" not in names or f"probs_g{g}_node" not in names for names in named for g in (0, 1))
+
+
+def test_bound_names_the_busiest_resource():
+    from hexfuse.tools.realsize_bound import Bound, render
+
+    hvx = Bound(100.0, 20.0, 15.0, 90.0, 0.7, 40.0, 50.0)
+    ddr = Bound(100.0, 20.0, 15.0, 90.0, 0.7, 40.0, 120.0)  # more bytes than t2 allows: the replay is optimistic
+    assert (hvx.bound_by, ddr.bound_by) == ("HVX", "DDR")
+    assert "| HVX |" in render([("m", "sm8650", hvx)]) and "(70%)" in render([("m", "sm8650", hvx)])

@@ -256,6 +256,11 @@ def bench(layers: list[Source], targets: list[str], timeout_s: float, min_gain: 
     return rows
 
 
+def _cell(label: str) -> str:
+    """A candidate's label inside a markdown table ('||' would split the cell)."""
+    return label.replace(" || ", " ∥ ")
+
+
 def _f(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -281,7 +286,7 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
                      f"{s['hvx_busy_us']:.1f} | {s['hvx_beside_hmx']} of {s['hvx_ops']} | {s['estimated_share']:.2f} | "
                      f"{len(r.candidates)} | {ceiling:.2f} ({100 * ceiling / s['replay_us']:.2f}%) | {r.fused_with_schedule} |")
     if header and any(r.candidates for r in rows):
-        lines += ["", "| model | target | candidate (matrix || vector) | vector us | matrix us | added us | copies | t2 us | "
+        lines += ["", "| model | target | candidate (matrix ∥ vector) | vector us | matrix us | added us | copies | t2 us | "
                       "t4 us | fused/original | estimated | schedule verdict |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -289,7 +294,7 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
             if header:
                 why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason.split(":")[0]
                 t4 = c.t4_any_us if c.t4_any_us is not None else c.t4_us
-                label = f"{c.label} (head groups)" if c.origin == "heads" else c.label
+                label = _cell(f"{c.label} (head groups)" if c.origin == "heads" else c.label)
                 lines.append(f"| {r.model} | {r.target} | {label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
                              f"{_f(c.added_us, 2)} | {c.copies} | {c.t2_us:.1f} | {_f(t4)} | {_f(c.ratio, 3)} | {c.estimated} | "
                              f"{'fuse' if c.accepted else 'no'}: {why} |")
@@ -316,7 +321,7 @@ def render_summary(rows: list[Row]) -> str:
         lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {t2:.1f} | "
                      f"{r.ceiling_us:.1f} ({100 * r.ceiling_us / t2:.1f}%) | {len(r.candidates)} | "
                      f"{len(replayed)} | {covered} | {_f(best.ratio * best.t2_us) if best else '-'} | "
-                     f"{_f(best.ratio, 3) if best else '-'} ({best.label if best else 'none replayed'}) | "
+                     f"{_f(best.ratio, 3) if best else '-'} ({_cell(best.label) if best else 'none replayed'}) | "
                      f"{best.copies if best else '-'} | "
                      f"{'-' if credit is None else f'{credit:.1f} ({100 * credit / t2:.1f}%)'} | {sum(c.accepted for c in r.candidates)} |")
     return "\n".join(lines)

@@ -110,7 +110,7 @@ def test_bench_renders_a_row_and_round_trips_it(tmp_path):
     for text in (bench_realsize.render([row]), bench_realsize.render_summary([row]), bench_realsize.render([row], top=1)):
         assert "| m | sm8650 |" in text
     summary = bench_realsize.render_summary([row]).splitlines()[-1]
-    assert f"{ratio:.3f} (qk || v_rep)" in summary and f"{row.ceiling_us:.1f}" in summary
+    assert f"{ratio:.3f} (qk ∥ v_rep)" in summary and f"{row.ceiling_us:.1f}" in summary
     c = row.candidates[0]  # the credit: the replay's saving, at most the task work less the added ops
     assert c.credited_us == min(c.t2_us - c.t4_any_us, c.vector_us - c.added_us) and f"{c.credited_us:.1f} (" in summary
     assert row.candidates[1].credited_us is None

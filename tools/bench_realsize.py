@@ -14,6 +14,7 @@ The ceiling of a model is what overlap could hide at most: the vector work of al
     python -m hexfuse.tools.bench_realsize                                # the default list, sm8650
     python -m hexfuse.tools.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
     python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+    python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:1024:attn:g4 anchor:googlenet_w8a8 yolov8n:640
     python -m hexfuse.tools.bench_realsize --render out.json other.json                      # tables again
 """
 

@@ -14,6 +14,7 @@ The ceiling of a model is what overlap could hide at most: the vector work of al
     python -m hexfuse.tools.bench_realsize                                # the default list, sm8650
     python -m hexfuse.tools.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
     python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+    python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:1024:attn:g4 anchor:googlenet_w8a8 yolov8n:640
     python -m hexfuse.tools.bench_realsize --render out.json other.json                      # tables again
 """
 
@@ -31,6 +32,10 @@ from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.realsize import Layer, Requests, build, cache_dir, parse_layer
+from hexfuse.tools.realsize_heads import cross_head_pairs
+from hexfuse.tools.realsize_vision import Anchor, Detector, parse_vision
+
+Source = Layer | Requests | Anchor | Detector
 
 DEFAULT_LAYERS = ("llama-3.2-1b:prefill:128", "llama-3.2-1b:decode:512")
 PREPARE_TIMEOUT_S = 1800.0
@@ -47,13 +52,27 @@ class Candidate:
     t4_us: float | None
     accepted: bool
     reason: str
-    t4_codes_us: float | None = None  # t4 with port/join copies priced at the activation codes' width (see codes_t4_ns)
+    t4_any_us: float | None = None  # the fused form replayed whatever the verdict's margin (None: not holdable)
+    copies: int = 0  # copies the fused form adds: one per task port, one join per fused output
+    held: str = ""  # why there is no fused form ("" where there is one)
+    origin: str = "pass"  # "pass": find_candidates / the estimated model's groups; "heads": realsize_heads pairs
     estimated: str = ""  # the estimated cost model (--ignore-schedule): selected / accepted / rejected
     work: dict[int, float] = field(default_factory=dict, repr=False)  # vector op index -> ns (for the ceiling)
 
     @property
+    def credited_us(self) -> float | None:
+        """What overlap can be credited with: t2 - t4, at most the task work less the added ops (the
+        verdict's cap; a larger replay saving is the rest of the graph re-ordered)."""
+        t4 = self.t4_any_us if self.t4_any_us is not None else self.t4_us
+        if t4 is None or self.added_us is None:
+            return None
+        return min(self.t2_us - t4, self.vector_us - self.added_us)
+
+    @property
     def ratio(self) -> float | None:
-        return self.t4_us / self.t2_us if self.t4_us is not None and self.t2_us else None
+        """fused/original in the replay (t4/t2), margin or not."""
+        t4 = self.t4_any_us if self.t4_any_us is not None else self.t4_us
+        return t4 / self.t2_us if t4 is not None and self.t2_us else None
 
 
 @dataclass
@@ -73,16 +92,31 @@ class Row:
         return sum(work.values()) / 1e3
 
 
-def _map_of(path: Path, target: str):
+def parse_source(text: str) -> Source:
+    """A vision model (realsize_vision: ``anchor:NAME``, ``yolov8n:SIZE``) or a decoder layer / two requests."""
+    return parse_vision(text) or parse_layer(text)
+
+
+def build_source(source: Source) -> Path:
+    return source.build() if isinstance(source, Anchor) else build(source)
+
+
+def engines_of(source: Source, target: str) -> Path | None:
+    """A map kept outside the engines cache (the anchors'), else None (found by the model's hash)."""
+    return source.engines(target) if isinstance(source, (Anchor, Detector)) else None
+
+
+def _map_of(path: Path, target: str, engines: Path | None = None):
     from hexfuse.graph_passes.engines.engine_map import find_engine_map
     from hexfuse.graph_passes.load.io import file_sha256
 
-    return find_engine_map(path, file_sha256(path), target).engine_map
+    return find_engine_map(path, file_sha256(path), target, engines).engine_map
 
 
-def prepare(path: Path, target: str, timeout_s: float, log_dir: Path) -> tuple[float | None, str]:
+def prepare(path: Path, target: str, timeout_s: float, log_dir: Path,
+            engines: Path | None = None) -> tuple[float | None, str]:
     """``hexfuse engines`` for one model and target unless its map is cached: (seconds, failure note)."""
-    found = _map_of(path, target)
+    found = _map_of(path, target, engines)
     times = log_dir / "prepare_seconds.json"  # what earlier runs measured, by model file and target
     known = json.loads(times.read_text()) if times.is_file() else {}
     if found is not None and found.schedule is not None:
@@ -106,11 +140,11 @@ def prepare(path: Path, target: str, timeout_s: float, log_dir: Path) -> tuple[f
     return seconds, ""
 
 
-def _analyze(path: Path, target: str, use_schedule: bool, min_gain: float):
+def _analyze(path: Path, target: str, use_schedule: bool, min_gain: float, engines: Path | None = None):
     from hexfuse import analyze_model
     from hexfuse.graph_passes.cost.cli import scorer_for
 
-    scorer = scorer_for(target, min_gain, model=path, use_schedule=use_schedule)
+    scorer = scorer_for(target, min_gain, model=path, engines=engines, use_schedule=use_schedule)
     return analyze_model(path, scorer), scorer
 
 
@@ -130,32 +164,31 @@ def reordered_ns(judge) -> float:
     return replay(graph, judge.target.hvx_contexts).latency_ns
 
 
-def codes_t4_ns(judge, shape, code_bytes: int) -> float | None:
-    """t4 with the fused form's copies priced at ``code_bytes`` per element. schedule_verdict.group_of
-    counts port bytes at the spec's dtype, float32 for a QDQ model's ports, while on HTP a task op
-    receives the activations as uint8/uint16 codes (docs/htp.md section 2): a sensitivity check."""
-    from hexfuse.graph_passes.cost.replay import Group, Unholdable, fuse_group, replay
+def fused_replay(judge, shape) -> tuple[float | None, Any, str]:
+    """(t4 ns, the fused form, why none) of ``shape`` replayed whatever the verdict's margin says: the
+    verdict stops at its first "no", the tables want the fused form's figures wherever one exists."""
+    from hexfuse.graph_passes.cost.replay import Unholdable, fuse_group, replay
 
-    scale = code_bytes / 4
-    group = Group(shape.matrix_nodes, shape.task_nodes, tuple(int(b * scale) for b in shape.port_bytes),
-                  tuple(int(b * scale) for b in shape.output_bytes))
     try:
-        fused = fuse_group(judge.schedule, judge.costs, judge.target, group)
-    except Unholdable:
-        return None
-    return None if fused is None else replay(fused.graph, judge.target.hvx_contexts).latency_ns
+        fused = fuse_group(judge.schedule, judge.costs, judge.target, shape, (judge.base, judge.original))
+    except Unholdable as chain:
+        return None, None, f"cannot be held together: {chain}"
+    if fused is None:
+        return None, None, "folded away (a task runs no op of its own)"
+    return replay(fused.graph, judge.target.hvx_contexts).latency_ns, fused, ""
 
 
-def judge_candidates(path: Path, target: str, min_gain: float,
-                     code_bytes: int | None = None) -> tuple[dict[str, Any], int, list[Candidate]]:
+def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | None = None,
+                     extra=None) -> tuple[dict[str, Any], int, list[Candidate]]:
     """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
-    pass finds (candidates.py) with the estimated model's verdict and the schedule replay's)."""
+    pass finds (candidates.py) with the estimated model's verdict and the schedule replay's). ``extra``:
+    analysis -> more task pairs to judge the same way (pairs the pass's partner search does not propose)."""
     from hexfuse.graph_passes.analysis.candidates import find_candidates
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
     from hexfuse.graph_passes.report.outputs import analysis_report
     from hexfuse.graph_passes.spec.builder import fused_op_spec
 
-    result, scorer = _analyze(path, target, True, min_gain)
+    result, scorer = _analyze(path, target, True, min_gain, engines)
     data = analysis_report(result, scorer, path.name)
     summary = (data.get("summary") or {}).get("schedule") or {}
     fused = len(data.get("groups") or [])
@@ -165,13 +198,15 @@ def judge_candidates(path: Path, target: str, min_gain: float,
     judge = ScheduleJudge(schedule, scorer.target, min_gain)
     costs, ops = judge.costs, schedule.ops
     summary = {**summary, "replay_reordered_us": round(reordered_ns(judge) / 1e3, 3)}
-    estimated, estimator = _analyze(path, target, False, min_gain)
+    estimated, estimator = _analyze(path, target, False, min_gain, engines)
     analysis = estimated.analysis
     chosen = {tuple(t.id for t in g.tasks) for g in estimated.selection.groups}
     pairs = [(analysis.tasks[p.first], analysis.tasks[p.second]) for p in find_candidates(analysis).pairs]
     groups = [g.tasks for g in estimated.selection.groups if len(g.tasks) > 2] + pairs
+    known = {tuple(t.id for t in tasks) for tasks in groups}
+    added = [tuple(tasks) for tasks in (extra(analysis) if extra else []) if tuple(t.id for t in tasks) not in known]
     out = []
-    for tasks in groups:
+    for tasks in groups + added:
         spec = fused_op_spec(analysis, tasks)
         shape = group_of(spec)
         if not shape.matrix_nodes:
@@ -184,45 +219,47 @@ def judge_candidates(path: Path, target: str, min_gain: float,
         names = lambda matrix: "+".join(n.name.removesuffix("_node") for t in spec.tasks  # noqa: E731
                                         if (t.engine == "matrix") == matrix for n in t.nodes
                                         if n.op_type not in ("QuantizeLinear", "DequantizeLinear"))[:48]
+        t4_any, form, held = fused_replay(judge, shape)
         picked = "selected" if tuple(t.id for t in tasks) in chosen else ("accepted" if guess.accepted else "rejected")
         out.append(Candidate(
             label=f"{names(True)} || {names(False)}",
             vector_us=sum(costs.run[i] - costs.overhead[i] for i in vector) / 1e3,
             matrix_us=sum(costs.run[i] for i in hmx) / 1e3,
-            added_us=d["schedule.added_ns"] / 1e3 if "schedule.added_ns" in d else None,
+            added_us=form.added_ns / 1e3 if form is not None else None,
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
-            t4_codes_us=(ns / 1e3 if code_bytes and "schedule.t4_ns" in d and (ns := codes_t4_ns(judge, shape, code_bytes))
-                         else None),
+            t4_any_us=None if t4_any is None else t4_any / 1e3, held=held,
+            copies=len(shape.port_bytes) + len(shape.output_bytes or (0,)) if form is not None else 0,
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
+            origin="heads" if tuple(tasks) in added else "pass",
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
 
 
-def code_bytes(layer: Layer | Requests) -> int | None:
-    """Bytes per activation code on HTP (None for a float model)."""
-    first = layer.first if isinstance(layer, Requests) else layer
-    return {"w8a8": 1, "w8a16": 2}.get(first.precision)
-
-
-def bench(layers: list[Layer | Requests], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
+def bench(layers: list[Source], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,
           say=print) -> list[Row]:
     rows = []
     for layer in layers:
         start = time.perf_counter()
-        path = build(layer)
+        path = build_source(layer)
         say(f"# {layer.stem}: built in {time.perf_counter() - start:.0f} s ({path.stat().st_size / 2**20:.0f} MB) {path}")
         for target in targets:
             row = Row(layer.stem, target)
-            row.prepare_s, row.note = prepare(path, target, timeout_s, log_dir)
+            engines = engines_of(layer, target)
+            extra = cross_head_pairs(layer) if isinstance(layer, Layer) and layer.head_groups > 1 else None
+            row.prepare_s, row.note = prepare(path, target, timeout_s, log_dir, engines)
             say(f"# {layer.stem} {target}: prepare {'cached' if row.prepare_s is None else f'{row.prepare_s:.0f} s'}"
                 f"{' - ' + row.note if row.note else ''}")
             if not row.note:
-                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain,
-                                                                                         code_bytes(layer))
+                row.schedule, row.fused_with_schedule, row.candidates = judge_candidates(path, target, min_gain, engines, extra)
             rows.append(row)
             say(render([row], header=False))
     return rows
+
+
+def _cell(label: str) -> str:
+    """A candidate's label inside a markdown table ('||' would split the cell)."""
+    return label.replace(" || ", " ∥ ")
 
 
 def _f(x: float | None, digits: int = 1) -> str:
@@ -250,40 +287,44 @@ def render(rows: list[Row], header: bool = True, top: int = 0) -> str:
                      f"{s['hvx_busy_us']:.1f} | {s['hvx_beside_hmx']} of {s['hvx_ops']} | {s['estimated_share']:.2f} | "
                      f"{len(r.candidates)} | {ceiling:.2f} ({100 * ceiling / s['replay_us']:.2f}%) | {r.fused_with_schedule} |")
     if header and any(r.candidates for r in rows):
-        lines += ["", "| model | target | candidate (matrix || vector) | vector us | matrix us | added us | t2 us | t4 us | "
-                      "fused/original | t4 at code-width copies | estimated | schedule verdict |",
+        lines += ["", "| model | target | candidate (matrix ∥ vector) | vector us | matrix us | added us | copies | t2 us | "
+                      "t4 us | fused/original | estimated | schedule verdict |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for c in r.candidates:
             if header:
-                why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason[:90]
-                lines.append(f"| {r.model} | {r.target} | {c.label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
-                             f"{_f(c.added_us, 2)} | {c.t2_us:.1f} | {_f(c.t4_us)} | {_f(c.ratio, 3)} | {_f(c.t4_codes_us)} | {c.estimated} | "
+                why = c.reason.rsplit(": ", 1)[-1] if c.reason.startswith("replay") else c.reason.split(":")[0]
+                t4 = c.t4_any_us if c.t4_any_us is not None else c.t4_us
+                label = _cell(f"{c.label} (head groups)" if c.origin == "heads" else c.label)
+                lines.append(f"| {r.model} | {r.target} | {label} | {c.vector_us:.2f} | {c.matrix_us:.1f} | "
+                             f"{_f(c.added_us, 2)} | {c.copies} | {c.t2_us:.1f} | {_f(t4)} | {_f(c.ratio, 3)} | {c.estimated} | "
                              f"{'fuse' if c.accepted else 'no'}: {why} |")
             else:
                 lines.append(f"#   {c.label}: vector {c.vector_us:.2f} us, matrix {c.matrix_us:.1f} us, "
-                             f"added {_f(c.added_us, 2)} us, t2 {c.t2_us:.1f}, t4 {_f(c.t4_us)}, estimated {c.estimated}: {c.reason[:160]}")
+                             f"added {_f(c.added_us, 2)} us, t2 {c.t2_us:.1f}, t4 {_f(c.t4_any_us)}, estimated {c.estimated}: {c.reason[:160]}")
     return "\n".join(lines)
 
 
 def render_summary(rows: list[Row]) -> str:
     """One line per model and target: the ceiling, and the best any candidate does in the replay."""
-    lines = ["| model | target | prepare s | replay us | same, fused order us | ceiling us (% of replay) | candidates | "
-             "task work > added | best fused/original (candidate) | best at code-width copies | fused |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | target | prepare s | t2 us | ceiling us (% of t2) | candidates | held together | task work > added | "
+             "best t4 us | best fused/original (candidate) | its copies | best overlap credit us (% of t2) | fused |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if not r.schedule:
-            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} ||||||||")
+            lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.note or 'no schedule'} ||||||||||")
             continue
         replayed = [c for c in r.candidates if c.ratio is not None]
         best = min(replayed, key=lambda c: c.ratio, default=None)
-        coded = [c.t4_codes_us / c.t2_us for c in replayed if c.t4_codes_us is not None]
         covered = sum(1 for c in replayed if c.added_us is not None and c.vector_us > c.added_us)
-        lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {r.schedule['replay_us']:.1f} | "
-                     f"{_f(r.schedule.get('replay_reordered_us'))} | "
-                     f"{r.ceiling_us:.1f} ({100 * r.ceiling_us / r.schedule['replay_us']:.1f}%) | {len(r.candidates)} | "
-                     f"{covered} | {_f(best.ratio, 3) if best else '-'} ({best.label if best else 'none replayed'}) | "
-                     f"{_f(min(coded, default=None), 3)} | {sum(c.accepted for c in r.candidates)} |")
+        credit = max((c.credited_us for c in replayed if c.credited_us is not None), default=None)
+        t2 = r.schedule["replay_us"]
+        lines.append(f"| {r.model} | {r.target} | {_f(r.prepare_s, 0)} | {t2:.1f} | "
+                     f"{r.ceiling_us:.1f} ({100 * r.ceiling_us / t2:.1f}%) | {len(r.candidates)} | "
+                     f"{len(replayed)} | {covered} | {_f(best.ratio * best.t2_us) if best else '-'} | "
+                     f"{_f(best.ratio, 3) if best else '-'} ({_cell(best.label) if best else 'none replayed'}) | "
+                     f"{best.copies if best else '-'} | "
+                     f"{'-' if credit is None else f'{credit:.1f} ({100 * credit / t2:.1f}%)'} | {sum(c.accepted for c in r.candidates)} |")
     return "\n".join(lines)
 
 
@@ -322,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render_summary(rows) if args.summary else render(rows, top=args.top))
         return 0
     try:
-        layers = [parse_layer(text) for text in args.layers]
+        layers = [parse_source(text) for text in args.layers]
         log_dir = cache_dir() / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         rows = bench(layers, args.targets, args.timeout, args.min_gain, log_dir,

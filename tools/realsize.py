@@ -13,13 +13,21 @@ One Llama-style layer, batch 1, T query tokens, S = T (prefill) or L + 1 (decode
        │           └─ Wu ──────────── Mul ─ Wd ─┐
        └─────────────────────────────────────── Add ─ y          (outputs: y, present_k, present_v)
 
+Options: ``head_groups`` G splits attention into G independent chains after RoPE / the KV concat (Split of
+the q heads and of the KV heads they share; QK^T, scale, mask, softmax, PV per group; Concat before the o
+projection): the same numbers, and head group g's softmax no longer depends on group g+1's QK^T.
+``attention_only`` drops the MLP (y = x + attention); ``layers`` chains N layers (decode: a cache each).
+
 RoPE is the usual rotate-half (Slice, Neg, Concat, Mul, Add) with cos/sin as constants of the positions;
 the KV heads are repeated to the query heads by Unsqueeze/Expand/Reshape (grouped-query attention).
 Quantized to QDQ with ONNX Runtime's QNN helpers as ``models/build_models.py`` does: w8a8 (uint8
-activations and weights) or w8a16 (uint16 activations, uint8 weights), random calibration feeds.
+activations and weights), w8a16 (uint16 activations, uint8 weights) or w4a16 (int4 weights), random
+calibration feeds.
 
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8        # prints the cached path
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:1024:attn:g4   # attention only, 4 head-group chains
+    python -m hexfuse.tools.realsize llama-3.2-1b:decode:2048:x2         # two layers in a row
 """
 
 from __future__ import annotations
@@ -69,7 +77,7 @@ CONFIGS = {c.name: c for c in (
     Config("tiny", 256, 4, 2, 64, 512),  # real per-head dims, small everything else (CI)
 )}
 MODES = ("prefill", "decode")
-PRECISIONS = ("float", "w8a8", "w8a16")
+PRECISIONS = ("float", "w8a8", "w8a16", "w4a16")
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,17 @@ class Layer:
     mode: str
     size: int
     precision: str = "w8a8"
+    head_groups: int = 1  # G > 1: attention as G independent head-group chains (issue 24)
+    attention_only: bool = False  # no MLP (keeps long prefill preparable on the simulator)
+    layers: int = 1  # layers in a row (decode: a KV cache per layer)
 
     def __post_init__(self) -> None:
+        c = self.config
+        if self.head_groups < 1 or c.kv_heads % self.head_groups:
+            raise HexfuseError(f"realsize: head groups must divide the {c.kv_heads} KV heads of {c.name}, "
+                               f"got {self.head_groups}")
+        if self.layers < 1:
+            raise HexfuseError(f"realsize: layers must be positive, got {self.layers}")
         if self.mode not in MODES:
             raise HexfuseError(f"realsize: mode must be one of {MODES}, got {self.mode!r}")
         if self.precision not in PRECISIONS:
@@ -90,8 +107,17 @@ class Layer:
             raise HexfuseError(f"realsize: size must be positive, got {self.size}")
 
     @property
+    def options(self) -> dict[str, object]:
+        """The options away from their defaults (default layers keep the stems and keys already cached)."""
+        found = {"head_groups": self.head_groups, "attention_only": self.attention_only, "layers": self.layers}
+        return {k: v for k, v in found.items() if v != {"head_groups": 1, "attention_only": False, "layers": 1}[k]}
+
+    @property
     def stem(self) -> str:
-        return f"{self.config.name}_{self.mode}{self.size}_{self.precision}"
+        o = self.options
+        tail = ("_attn" if o.get("attention_only") else "") + (f"_g{self.head_groups}" if "head_groups" in o else "") \
+            + (f"_x{self.layers}" if "layers" in o else "")
+        return f"{self.config.name}_{self.mode}{self.size}_{self.precision}{tail}"
 
     @property
     def key(self) -> str:
@@ -99,23 +125,33 @@ class Layer:
                   "precision": self.precision, "seed": SEED, "calib": CALIB_SAMPLES}
         if self.opset != OPSET:  # (keys of opset-17 layers stay those of the models already cached)
             fields["opset"] = self.opset
+        fields.update(self.options)
         blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
     def opset(self) -> int:
-        return OPSET_16BIT if self.precision == "w8a16" else OPSET
+        return OPSET_16BIT if self.precision in ("w8a16", "w4a16") else OPSET  # (int4 needs opset 21 too)
 
     @property
     def tokens(self) -> int:
         return self.size if self.mode == "prefill" else 1
 
+    def float_model(self) -> onnx.ModelProto:
+        return float_model(self)
+
     def inputs(self) -> dict[str, tuple[int, ...]]:
         c = self.config
         shapes = {"x": (1, self.tokens, c.hidden)}
         if self.mode == "decode":
-            shapes["past_k"] = shapes["past_v"] = (1, c.kv_heads, self.size, c.head_dim)
+            for i in range(self.layers):
+                shapes[f"past_k{_suffix(i)}"] = shapes[f"past_v{_suffix(i)}"] = (1, c.kv_heads, self.size, c.head_dim)
         return shapes
+
+
+def _suffix(layer_index: int) -> str:
+    """Names of layer 0 carry no suffix (as the one-layer models already cached); later layers '_l<i>'."""
+    return f"_l{layer_index}" if layer_index else ""
 
 
 @dataclass(frozen=True)
@@ -188,8 +224,30 @@ def _rope_tables(positions: np.ndarray, head_dim: int) -> tuple[np.ndarray, np.n
 def float_model(layer: Layer) -> onnx.ModelProto:
     c, T = layer.config, layer.tokens
     S = T if layer.mode == "prefill" else layer.size + 1
-    rng = np.random.default_rng(SEED)
-    b = _Builder(rng)
+    b = _Builder(np.random.default_rng(SEED))
+    positions = np.arange(T) if layer.mode == "prefill" else np.array([layer.size])
+    cos, sin = _rope_tables(positions, c.head_dim)
+    rope_tables = (b.const("rope_cos", cos), b.const("rope_sin", sin))
+    x, kv_out = "x", []
+    for i in range(layer.layers):
+        x, k, v = _decoder_layer(b, layer, x, _suffix(i), rope_tables)
+        kv_out += [k, v]
+
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
+    kv = [1, c.kv_heads, S, c.head_dim]
+    outputs = [helper.make_tensor_value_info(x, f32, [1, T, c.hidden])] + [
+        helper.make_tensor_value_info(name, f32, kv) for name in kv_out]
+    graph = helper.make_graph(b.nodes, layer.stem.replace(".", "_").replace("-", "_"), inputs, outputs, b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", layer.opset)], producer_name="hexfuse.realsize")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _decoder_layer(b: _Builder, layer: Layer, x: str, sfx: str, rope_tables: tuple[str, str]) -> tuple[str, str, str]:
+    """One layer on ``x``: (its output, present_k, present_v); every name carries ``sfx``."""
+    c, T, rng = layer.config, layer.tokens, b.rng
     std = 1.0 / np.sqrt(c.hidden)
 
     def rmsnorm(x: str, prefix: str) -> str:
@@ -206,9 +264,7 @@ def float_model(layer: Layer) -> onnx.ModelProto:
         r = b.op("Reshape", [x, b.ints(f"{prefix}_shape", [1, T, n, c.head_dim])], f"{prefix}_split")
         return b.op("Transpose", [r], f"{prefix}_heads", perm=[0, 2, 1, 3])
 
-    positions = np.arange(T) if layer.mode == "prefill" else np.array([layer.size])
-    cos, sin = _rope_tables(positions, c.head_dim)
-    cos_name, sin_name = b.const("rope_cos", cos), b.const("rope_sin", sin)
+    cos_name, sin_name = rope_tables
     half = c.head_dim // 2
 
     def rope(x: str, prefix: str) -> str:
@@ -217,51 +273,68 @@ def float_model(layer: Layer) -> onnx.ModelProto:
         rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=-1)
         return b.op("Add", [b.op("Mul", [x, cos_name], f"{prefix}_cos"), b.op("Mul", [rot, sin_name], f"{prefix}_sin")], f"{prefix}_out")
 
+    h = rmsnorm(x, f"attn_norm{sfx}")
+    q = rope(heads(b.op("MatMul", [h, b.weight(f"wq{sfx}", (c.hidden, c.heads * c.head_dim), std)], f"q_proj{sfx}"), c.heads, f"q{sfx}"), f"q_rope{sfx}")
+    k = rope(heads(b.op("MatMul", [h, b.weight(f"wk{sfx}", (c.hidden, c.kv_heads * c.head_dim), std)], f"k_proj{sfx}"), c.kv_heads, f"k{sfx}"), f"k_rope{sfx}")
+    v = heads(b.op("MatMul", [h, b.weight(f"wv{sfx}", (c.hidden, c.kv_heads * c.head_dim), std)], f"v_proj{sfx}"), c.kv_heads, f"v{sfx}")
+    if layer.mode == "decode":
+        k = b.op("Concat", [f"past_k{sfx}", k], f"present_k{sfx}", axis=2)
+        v = b.op("Concat", [f"past_v{sfx}", v], f"present_v{sfx}", axis=2)
+    else:
+        k = b.op("Identity", [k], f"present_k{sfx}")
+        v = b.op("Identity", [v], f"present_v{sfx}")
+    made: dict[str, str] = {}
+
+    def const(name: str, value) -> str:  # one constant for every head group (a 4k causal mask is 64 MB)
+        if name not in made:
+            made[name] = b.const(f"{name}{sfx}", value())
+        return made[name]
+
+    G = layer.head_groups
+    if G == 1:
+        attn = _attention(b, layer, q, k, v, sfx, const)
+    else:  # G chains, each with its q heads and the KV heads they share; nothing crosses between them
+        qs = b.op("Split", [q, b.ints(f"q_groups{sfx}", [c.heads // G] * G)], f"q_group{sfx}", outputs=G, axis=1)
+        ks = b.op("Split", [k, b.ints(f"k_groups{sfx}", [c.kv_heads // G] * G)], f"k_group{sfx}", outputs=G, axis=1)
+        vs = b.op("Split", [v, b.ints(f"v_groups{sfx}", [c.kv_heads // G] * G)], f"v_group{sfx}", outputs=G, axis=1)
+        parts = [_attention(b, layer, qs[g], ks[g], vs[g], f"_g{g}{sfx}", const, G) for g in range(G)]
+        attn = b.op("Concat", parts, f"attn_heads{sfx}", axis=1)
+    merged = b.op("Reshape", [b.op("Transpose", [attn], f"attn_t{sfx}", perm=[0, 2, 1, 3]), b.ints(f"merge_shape{sfx}", [1, T, c.heads * c.head_dim])], f"attn_merged{sfx}")
+    o = b.op("MatMul", [merged, b.weight(f"wo{sfx}", (c.heads * c.head_dim, c.hidden), std)], f"o_proj{sfx}")
+    r1 = b.op("Add", [x, o], f"resid1{sfx}")
+    if layer.attention_only:
+        return r1, k, v
+    h2 = rmsnorm(r1, f"mlp_norm{sfx}")
+    gate = b.op("MatMul", [h2, b.weight(f"wg{sfx}", (c.hidden, c.mlp), std)], f"gate_proj{sfx}")
+    up = b.op("MatMul", [h2, b.weight(f"wu{sfx}", (c.hidden, c.mlp), std)], f"up_proj{sfx}")
+    act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate], f"gate_sig{sfx}")], f"silu{sfx}"), up], f"swiglu{sfx}")
+    down = b.op("MatMul", [act, b.weight(f"wd{sfx}", (c.mlp, c.hidden), 1.0 / np.sqrt(c.mlp))], f"down_proj{sfx}")
+    return b.op("Add", [r1, down], f"y{sfx}"), k, v
+
+
+def _attention(b: _Builder, layer: Layer, q: str, k: str, v: str, sfx: str, const, groups: int = 1) -> str:
+    """Softmax(q k^T / sqrt(d) [+ causal mask]) v over ``heads/groups`` q heads and their KV heads."""
+    c = layer.config
+    S = layer.tokens if layer.mode == "prefill" else layer.size + 1
+    heads, kv_heads = c.heads // groups, c.kv_heads // groups
+
     def repeat_kv(x: str, prefix: str) -> str:  # [1, kv, S, d] -> [1, heads, S, d]
-        rep = c.heads // c.kv_heads
+        rep = heads // kv_heads
         if rep == 1:
             return x
         u = b.op("Unsqueeze", [x, b.ints(f"{prefix}_axis", [2])], f"{prefix}_unsq")
-        e = b.op("Expand", [u, b.ints(f"{prefix}_to", [1, c.kv_heads, rep, S, c.head_dim])], f"{prefix}_expand")
-        return b.op("Reshape", [e, b.ints(f"{prefix}_shape", [1, c.heads, S, c.head_dim])], f"{prefix}_rep")
+        e = b.op("Expand", [u, b.ints(f"{prefix}_to", [1, kv_heads, rep, S, c.head_dim])], f"{prefix}_expand")
+        return b.op("Reshape", [e, b.ints(f"{prefix}_shape", [1, heads, S, c.head_dim])], f"{prefix}_rep")
 
-    h = rmsnorm("x", "attn_norm")
-    q = rope(heads(b.op("MatMul", [h, b.weight("wq", (c.hidden, c.heads * c.head_dim), std)], "q_proj"), c.heads, "q"), "q_rope")
-    k = rope(heads(b.op("MatMul", [h, b.weight("wk", (c.hidden, c.kv_heads * c.head_dim), std)], "k_proj"), c.kv_heads, "k"), "k_rope")
-    v = heads(b.op("MatMul", [h, b.weight("wv", (c.hidden, c.kv_heads * c.head_dim), std)], "v_proj"), c.kv_heads, "v")
-    if layer.mode == "decode":
-        k = b.op("Concat", ["past_k", k], "present_k", axis=2)
-        v = b.op("Concat", ["past_v", v], "present_v", axis=2)
-    else:
-        k = b.op("Identity", [k], "present_k")
-        v = b.op("Identity", [v], "present_v")
-    kt = b.op("Transpose", [repeat_kv(k, "k_rep")], "k_t", perm=[0, 1, 3, 2])
-    scores = b.op("Mul", [b.op("MatMul", [q, kt], "qk"), b.const("inv_sqrt_d", np.array(1 / np.sqrt(c.head_dim), np.float32))], "scores")
+    kt = b.op("Transpose", [repeat_kv(k, f"k_rep{sfx}")], f"k_t{sfx}", perm=[0, 1, 3, 2])
+    scale = const("inv_sqrt_d", lambda: np.array(1 / np.sqrt(c.head_dim), np.float32))
+    scores = b.op("Mul", [b.op("MatMul", [q, kt], f"qk{sfx}"), scale], f"scores{sfx}")
     if layer.mode == "prefill":
-        mask = np.triu(np.full((T, T), MASK_VALUE, np.float32), k=1)[None, None]
-        scores = b.op("Add", [scores, b.const("causal_mask", mask)], "masked")
-    probs = b.op("Softmax", [scores], "probs", axis=-1)
-    attn = b.op("MatMul", [probs, repeat_kv(v, "v_rep")], "pv")
-    merged = b.op("Reshape", [b.op("Transpose", [attn], "attn_t", perm=[0, 2, 1, 3]), b.ints("merge_shape", [1, T, c.heads * c.head_dim])], "attn_merged")
-    o = b.op("MatMul", [merged, b.weight("wo", (c.heads * c.head_dim, c.hidden), std)], "o_proj")
-    r1 = b.op("Add", ["x", o], "resid1")
-    h2 = rmsnorm(r1, "mlp_norm")
-    gate = b.op("MatMul", [h2, b.weight("wg", (c.hidden, c.mlp), std)], "gate_proj")
-    up = b.op("MatMul", [h2, b.weight("wu", (c.hidden, c.mlp), std)], "up_proj")
-    act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate], "gate_sig")], "silu"), up], "swiglu")
-    down = b.op("MatMul", [act, b.weight("wd", (c.mlp, c.hidden), 1.0 / np.sqrt(c.mlp))], "down_proj")
-    y = b.op("Add", [r1, down], "y")
-
-    f32 = TensorProto.FLOAT
-    inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
-    kv = [1, c.kv_heads, S, c.head_dim]
-    outputs = [helper.make_tensor_value_info(y, f32, [1, T, c.hidden]),
-               helper.make_tensor_value_info(k, f32, kv), helper.make_tensor_value_info(v, f32, kv)]
-    graph = helper.make_graph(b.nodes, layer.stem.replace(".", "_").replace("-", "_"), inputs, outputs, b.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", layer.opset)], producer_name="hexfuse.realsize")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+        T = layer.tokens
+        mask = const("causal_mask", lambda: np.triu(np.full((T, T), MASK_VALUE, np.float32), k=1)[None, None])
+        scores = b.op("Add", [scores, mask], f"masked{sfx}")
+    probs = b.op("Softmax", [scores], f"probs{sfx}", axis=-1)
+    return b.op("MatMul", [probs, repeat_kv(v, f"v_rep{sfx}")], f"pv{sfx}")
 
 
 # --- quantization (as models/build_models.py quantize_qdq) ----------------------------------------
@@ -283,11 +356,12 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
         def rewind(self) -> None:
             self.i = 0
 
-    activations = QuantType.QUInt16 if layer.precision == "w8a16" else QuantType.QUInt8
+    activations = QuantType.QUInt16 if layer.precision in ("w8a16", "w4a16") else QuantType.QUInt8
+    weights = QuantType.QInt4 if layer.precision == "w4a16" else QuantType.QUInt8  # the QNN EP takes int4 weights
     fpath, pre, qpath = (str(workdir / n) for n in ("float.onnx", "pre.onnx", "qdq.onnx"))
     onnx.save(model, fpath)
     src = pre if qnn_preprocess_model(fpath, pre) else fpath
-    cfg = get_qnn_qdq_config(src, RandomReader(), activation_type=activations, weight_type=QuantType.QUInt8)
+    cfg = get_qnn_qdq_config(src, RandomReader(), activation_type=activations, weight_type=weights)
     quantize(src, qpath, cfg)
     q = onnx.load(qpath)
     del q.metadata_props[:]
@@ -295,8 +369,9 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
     return q
 
 
-def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
-    """The cached model file of ``layer`` (built and written atomically when missing)."""
+def build(layer, cache: Path | None = None) -> Path:
+    """The cached model file of ``layer`` (a Layer, Requests, or anything with ``stem``, ``key``,
+    ``inputs()``, ``precision`` and ``float_model()``: built and written atomically when missing)."""
     folder = cache or cache_dir()
     path = folder / f"{layer.stem}.{layer.key}.onnx"
     if path.is_file():
@@ -311,7 +386,7 @@ def build(layer: Layer | Requests, cache: Path | None = None) -> Path:
             onnx.save(merged, str(tmp))
             os.replace(tmp, path)
         return path
-    model = float_model(layer)
+    model = layer.float_model()
     with tempfile.TemporaryDirectory(dir=folder) as td:
         if layer.precision != "float":
             model = quantize_qdq(model, layer, Path(td))
@@ -329,14 +404,26 @@ def parse_layer(text: str) -> Layer | Requests:
             raise HexfuseError(f"realsize: two requests at most, got {text!r}")
         return Requests(first, second)
     parts = text.split(":")
-    if len(parts) not in (3, 4) or parts[0] not in CONFIGS:
-        raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION] with CONFIG in {sorted(CONFIGS)}, got {text!r}")
-    return Layer(CONFIGS[parts[0]], parts[1], int(parts[2]), parts[3] if len(parts) == 4 else "w8a8")
+    if len(parts) < 3 or parts[0] not in CONFIGS or not parts[2].isdigit():
+        raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION][:attn][:gN][:xN] with CONFIG in "
+                           f"{sorted(CONFIGS)}, got {text!r}")
+    options: dict[str, object] = {}
+    for token in parts[3:]:
+        if token in PRECISIONS:
+            options["precision"] = token
+        elif token == "attn":
+            options["attention_only"] = True
+        elif token[:1] in ("g", "x") and token[1:].isdigit():
+            options["head_groups" if token[0] == "g" else "layers"] = int(token[1:])
+        else:
+            raise HexfuseError(f"realsize: unknown option {token!r} in {text!r} (a precision {PRECISIONS}, "
+                               f"'attn' for no MLP, 'gN' for N head groups, 'xN' for N layers)")
+    return Layer(CONFIGS[parts[0]], parts[1], int(parts[2]), **options)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize", description=__doc__.split("\n\n")[0])
-    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION], e.g. llama-3.2-1b:prefill:128:w8a8; "
+    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION][:attn][:gN][:xN], e.g. llama-3.2-1b:prefill:128:w8a8; "
                     "A+B for two requests in one graph")
     args = ap.parse_args(argv)
     try:

@@ -5,6 +5,7 @@ the replay of QNN's schedule. The real sizes run in the benchmark, not here."""
 
 from __future__ import annotations
 
+import json
 from importlib.util import find_spec
 
 import numpy as np
@@ -77,13 +78,17 @@ def test_simulator_schedule_is_replayed_and_every_rejection_has_a_reason(prefill
     monkeypatch.setenv("HEXFUSE_ENGINES_CACHE", str(tmp_path))
     seconds, note = bench_realsize.prepare(prefill, "sm8650", 300, tmp_path)
     assert note == "" and seconds is not None
-    summary, _, candidates = bench_realsize.judge_candidates(prefill, "sm8650", 0.1, code_bytes=1)
+    summary, fused, candidates = bench_realsize.judge_candidates(prefill, "sm8650", 0.1)
+    assert isinstance(fused, int)
     assert summary["replay_us"] > 0 and summary["replay_reordered_us"] > 0 and summary["hmx_ops"] > 0 and 0 < summary["estimated_share"] < 1
     assert candidates, "the estimated cost model finds candidate groups in a decoder layer"
     for c in candidates:
         assert c.t2_us == summary["replay_us"] or abs(c.t2_us - summary["replay_us"]) < 1e-3
         assert c.accepted or c.reason
-        assert (c.t4_codes_us is None) == (c.t4_us is None)  # the sensitivity replay wherever the verdict replayed
+        assert c.t4_us is None or c.t4_any_us == c.t4_us  # the fused form replayed as the verdict replays it
+        assert (c.t4_any_us is None) == bool(c.held) and (c.copies > 0) == (c.t4_any_us is not None)
     assert bench_realsize.prepare(prefill, "sm8650", 300, tmp_path) == (round(seconds, 1), "")  # cached, time kept
     row = bench_realsize.Row("tiny", "sm8650", None, "", summary, 0, candidates)  # a map prepared elsewhere
     assert "| tiny | sm8650 | cached |" in bench_realsize.render([row])
+    again = bench_realsize.from_json(json.loads(json.dumps(bench_realsize.to_json([row]))))  # --json writes it
+    assert bench_realsize.render_summary(again) == bench_realsize.render_summary([row])

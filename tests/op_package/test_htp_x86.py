@@ -12,7 +12,6 @@ bit-equality with the original run is not a property either side has.)
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys

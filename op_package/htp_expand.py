@@ -113,9 +113,11 @@ def _entry(op: FusedOp, matrix: list[TaskSpec], expanded: tuple[TaskOp, ...]) ->
     return {op.inputs[carrier].name: expr}, entry
 
 
-def _spelt(op: FusedOp, j: int, expr: str) -> str | None:
-    """``expr`` (fused output ``j``) with its own output def, to be nested in a rule for another output."""
-    return with_output_def(op, op.outputs[j].name, expr)
+def _spelt(op: FusedOp, task_op: TaskOp, calls: list[str]) -> str | None:
+    """One of the task op's calls with its own output def, to be nested in a rule for another output
+    (None where no output of it has an HTP encoding here: an integer one, say)."""
+    return next((c for j, call in zip(task_op.outputs, calls) if (c := with_output_def(op, op.outputs[j].name, call))),
+                None)
 
 
 def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: bool) -> list[list[str]]:
@@ -130,8 +132,8 @@ def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: 
             symbol, inputs = task_op.serial_symbol, [*inputs, after]
         n = len(task_op.outputs)
         calls.append([_call(symbol, inputs, n, which) for which in range(n)])
-        # (an output with no encoding here, an integer one, say, stays implicit: the size of its reader)
-        after = next((c for j, call in zip(task_op.outputs, calls[-1]) if (c := _spelt(op, j, call))), calls[-1][0])
+        # (left implicit where it cannot be spelt: it then takes the size of its reader)
+        after = _spelt(op, task_op, calls[-1]) or calls[-1][0]
     return calls
 
 
@@ -154,10 +156,10 @@ def expand_fused_op(op: FusedOp) -> Expansion:
     join = OrderOp(f"{op.op_type}__join", len(parts) + len(live)) if len(parts) + len(live) > 1 else None
     for serial in (False, True):
         calls = _task_calls(op, live, parts[0] if parts else None, serial)
-        spelt = [next((c for j, call in zip(t.outputs, cs) if (c := _spelt(op, j, call))), None)
-                 for t, cs in zip(live, calls)]
+        spelt = [_spelt(op, t, cs) for t, cs in zip(live, calls)]
         for k, task_op in enumerate(live):
-            # a join on every task output: its readers wait for every other part (exit of the fused node)
+            # a join on every task output: its readers wait for every other part (exit of the fused node);
+            # none where another part cannot be spelt (a join of fewer inputs would be another op)
             others = [*parts, *(c for i, c in enumerate(spelt) if i != k and c is not None)]
             for j, call in zip(task_op.outputs, calls[k]):
                 joined = join is not None and len(others) == join.arity - 1

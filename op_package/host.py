@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -89,6 +89,14 @@ def wire_form(tensor: TensorSpec, values: np.ndarray) -> tuple[np.ndarray, bool,
     return values, False, 1.0, 0
 
 
+def _through_wire(tensor: TensorSpec, values: np.ndarray) -> np.ndarray:
+    """The float values a wire-encoded port carries: its codes dequantized (what a DQ op hands on)."""
+    if tensor.wire is None:
+        return values
+    codes = wire_form(tensor, values)[0].astype(np.float32)
+    return (codes - np.float32(tensor.wire.zero_point[0])) * np.float32(tensor.wire.scale[0])
+
+
 class HostPackage:
     def __init__(self, library: str | Path, spec: FusionSpec):
         self._lib = ctypes.CDLL(str(library))
@@ -153,10 +161,14 @@ class HostPackage:
         return outputs, Trace(tuple(Event(kinds[e.kind], e.task, e.node, e.tile, RESOURCES[e.resource], e.lane,
                                           e.start_ns, e.end_ns) for e in events[:raw.count]))
 
-    def run_wire(self, op_type: str, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def run_wire(self, op_type: str, inputs: Sequence[np.ndarray], plain_float: bool = False) -> list[np.ndarray]:
         """Run the op the way the QNN EP drives it: every port in its wire form (``wire_form``), micro-ops
-        in plan order on one thread (port.h). Returns the outputs in their wire form (e.g. uint8)."""
+        in plan order on one thread (port.h). Returns the outputs in their wire form (e.g. uint8).
+        ``plain_float``: wire-encoded ports as plain float32 instead (their DQ / Q run as ops of their own)."""
         ports_in, ports_out = self._wire_ports[op_type]
+        if plain_float:
+            ports_in, ports_out = ([replace(t, wire=None) for t in ports] for ports in (ports_in, ports_out))
+            inputs = [_through_wire(t, np.asarray(v)) for t, v in zip(self._wire_ports[op_type][0], inputs)]
         keep, wires = [], []
         for tensor, values in zip(ports_in, inputs):
             array, quantized, scale, offset = wire_form(tensor, np.require(values, requirements="C"))

@@ -11,6 +11,14 @@ its own on an HVX thread, joined by optimization rules that expand the fused op 
 The serial variant of a task op reads one output of the task before it, so the scheduler must run
 them one after the other; QNN's common-subexpression elimination makes every copy of an expression
 one op. Matrix tasks come first in the serial order (QNN ops cannot wait on an extra input).
+
+Entry and exit (both modes): left alone, QNN pulls the parts apart (a task op launched after its
+matrix partner is done, or joined by an early reader before the partner starts: issue 19). Two
+main-thread pass-through ops hold them together, as the fused node's single entry and exit:
+
+    QNN_MatMul(HexFuse_k__enter(in_0, in_2), ...)      the matrix work starts once every task input exists
+    HexFuse_k__join(HexFuse_k__t1(in_2), <out_0>)      readers of a task output wait for every other part
+
 Pure and deterministic: the same FusedOp gives the same Expansion.
 """
 
@@ -20,7 +28,7 @@ from dataclasses import dataclass
 
 from hexfuse.graph_passes.spec.model import FusedOp, TaskSpec
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
-from hexfuse.op_package.qnn_ops import input_tag, translate_matrix_task, with_output_def
+from hexfuse.op_package.qnn_ops import input_def, input_tag, translate_matrix_task, with_output_def
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,14 @@ class TaskOp:
 
 
 @dataclass(frozen=True)
+class OrderOp:
+    """A main-thread package op that copies its first input and only waits on the others: the entry
+    and the joins that hold a fused op's parts together in QNN's schedule."""
+    symbol: str
+    arity: int  # inputs, the copied one included
+
+
+@dataclass(frozen=True)
 class Rule:
     output: int  # fused-op output index
     serial: bool
@@ -46,6 +62,7 @@ class Expansion:
     task_ops: tuple[TaskOp, ...]
     rules: tuple[Rule, ...]
     reason: str | None = None  # why the fused op cannot be expanded (then it cannot run on HTP)
+    order_ops: tuple[OrderOp, ...] = ()
 
 
 def _task_op(op: FusedOp, index: int, task: TaskSpec) -> TaskOp:
@@ -59,7 +76,7 @@ def _task_op(op: FusedOp, index: int, task: TaskSpec) -> TaskOp:
     return TaskOp(symbol, f"{symbol}_s", task.engine, plan_fused_op(sub, wire_ports=True), inputs, outputs)
 
 
-def _call(symbol: str, inputs: list[str], n_outputs: int, which: int) -> str:
+def _call(symbol: str, inputs: list[str], n_outputs: int = 1, which: int = 0) -> str:
     args = ", ".join(inputs)
     if n_outputs == 1:
         return f'Op("{symbol}", {args})'
@@ -81,40 +98,71 @@ def task_ops(op: FusedOp) -> tuple[TaskOp, ...]:
     return tuple(_task_op(op, i, t) for i, t in enumerate(op.tasks) if t.engine != "matrix")
 
 
+def _entry(op: FusedOp, matrix: list[TaskSpec], expanded: tuple[TaskOp, ...]) -> tuple[dict[str, str], OrderOp | None]:
+    """The first matrix task reads its first non-constant input through the entry op, which also waits
+    on every non-constant input of the task ops: QNN cannot start the matrix work before a task op
+    can start. (None where there is nothing to order.)"""
+    index = {t.name: i for i, t in enumerate(op.inputs)}
+    carrier = next((index[n] for task in matrix[:1] for n in task.inputs if not op.inputs[index[n]].static), None)
+    waits = [i for i in dict.fromkeys(i for t in expanded if t.outputs for i in t.inputs)
+             if i != carrier and not op.inputs[i].static]
+    if carrier is None or not waits:
+        return {}, None
+    entry = OrderOp(f"{op.op_type}__enter", 1 + len(waits))
+    expr = input_def(op, carrier, _call(entry.symbol, [input_tag(i) for i in (carrier, *waits)]))
+    return {op.inputs[carrier].name: expr}, entry
+
+
+def _spelt(op: FusedOp, task_op: TaskOp, calls: list[str]) -> str | None:
+    """One of the task op's calls with its own output def, to be nested in a rule for another output
+    (None where no output of it has an HTP encoding here: an integer one, say)."""
+    return next((c for j, call in zip(task_op.outputs, calls) if (c := with_output_def(op, op.outputs[j].name, call))),
+                None)
+
+
+def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: bool) -> list[list[str]]:
+    """Per task op, per output: its call (the serial variant waits on the part before it: ``first``,
+    then the previous task op)."""
+    calls: list[list[str]] = []
+    after = first
+    for task_op in expanded:
+        inputs = [input_tag(i) for i in task_op.inputs]
+        symbol = task_op.symbol
+        if serial and after is not None:
+            symbol, inputs = task_op.serial_symbol, [*inputs, after]
+        n = len(task_op.outputs)
+        calls.append([_call(symbol, inputs, n, which) for which in range(n)])
+        # (left implicit where it cannot be spelt: it then takes the size of its reader)
+        after = _spelt(op, task_op, calls[-1]) or calls[-1][0]
+    return calls
+
+
 def expand_fused_op(op: FusedOp) -> Expansion:
     matrix = [t for t in op.tasks if t.engine == "matrix"]
+    expanded = task_ops(op)
+    live = [t for t in expanded if t.outputs]  # a task nothing reads (dead code) needs no rule
+    through, entry = _entry(op, matrix, expanded)
     exprs: dict[int, str] = {}  # fused output index -> matrix expression
+    parts: list[str] = []  # one output of every matrix task, spelt: what a join waits on
     for task in matrix:
-        translation = translate_matrix_task(op, task)
+        translation = translate_matrix_task(op, task, through)
         if translation.reason is not None:
             return Expansion((), (), f"matrix task {task.id}: {translation.reason}")
         for j, tensor in enumerate(op.outputs):
             if tensor.name in translation.outputs:
                 exprs[j] = translation.outputs[tensor.name]
-    expanded = task_ops(op)
-
-    # Serial order: matrix tasks first, then the task ops in spec order. `after[k]` is the expression
-    # task op k waits on in serial mode (one output of whatever runs just before it), or None.
-    order: list[str] = [exprs[j] for j in sorted(exprs)][:1]
-    rules: list[Rule] = []
-    for j, expr in sorted(exprs.items()):
-        rules += [Rule(j, False, expr), Rule(j, True, expr)]
-    for task_op in expanded:
-        if not task_op.outputs:  # a task nothing reads (dead code) needs no rule
-            continue
-        inputs = [input_tag(i) for i in task_op.inputs]
-        after = order[-1] if order else None
-        n = len(task_op.outputs)
-        for which, j in enumerate(task_op.outputs):
-            rules.append(Rule(j, False, _call(task_op.symbol, inputs, n, which)))
-            serial_symbol, serial_inputs = ((task_op.serial_symbol, [*inputs, after]) if after is not None
-                                            else (task_op.symbol, inputs))
-            rules.append(Rule(j, True, _call(serial_symbol, serial_inputs, n, which)))
-        # the next task op waits on a copy of one of this one's outputs, spelt with its own output def
-        # so that it is the same op as the rule's (CSE merges them) and not sized like its reader
-        # (an output with no encoding here, an integer one, say, stays implicit: the size of its reader)
-        serial_first = next(r.replacement for r in rules if r.output == task_op.outputs[0] and r.serial)
-        copies = (with_output_def(op, op.outputs[j].name, next(r.replacement for r in rules if r.output == j and r.serial))
-                  for j in task_op.outputs)
-        order.append(next((c for c in copies if c is not None), serial_first))
-    return Expansion(expanded, tuple(sorted(rules, key=lambda r: (r.output, r.serial))))
+        parts += [translation.outputs[n] for n in task.outputs if n in translation.outputs][:1]
+    rules = [Rule(j, serial, expr) for j, expr in sorted(exprs.items()) for serial in (False, True)]
+    join = OrderOp(f"{op.op_type}__join", len(parts) + len(live)) if len(parts) + len(live) > 1 else None
+    for serial in (False, True):
+        calls = _task_calls(op, live, parts[0] if parts else None, serial)
+        spelt = [_spelt(op, t, cs) for t, cs in zip(live, calls)]
+        for k, task_op in enumerate(live):
+            # a join on every task output: its readers wait for every other part (exit of the fused node);
+            # none where another part cannot be spelt (a join of fewer inputs would be another op)
+            others = [*parts, *(c for i, c in enumerate(spelt) if i != k and c is not None)]
+            for j, call in zip(task_op.outputs, calls[k]):
+                joined = join is not None and len(others) == join.arity - 1
+                rules.append(Rule(j, serial, _call(join.symbol, [call, *others]) if joined else call))
+    order_ops = tuple(o for o in (entry, join) if o is not None and any(f'"{o.symbol}"' in r.replacement for r in rules))
+    return Expansion(expanded, tuple(sorted(rules, key=lambda r: (r.output, r.serial))), None, order_ops)

@@ -67,14 +67,15 @@ class MatrixTranslation:
 
 
 class _Translator:
-    def __init__(self, op: FusedOp, task: TaskSpec):
+    def __init__(self, op: FusedOp, task: TaskSpec, through: dict[str, str] | None = None):
         self.op = op
         self.task = task
         self.tensors = {t.name: t for t in op.tensors}
         for t in (*op.inputs, *op.outputs):
             self.tensors[t.name] = t
         self.inputs = {t.name: i for i, t in enumerate(op.inputs)}
-        self.exprs: dict[str, str] = {name: input_tag(i) for name, i in self.inputs.items()}
+        # `through`: inputs read through another expression (the entry op, htp_expand.py)
+        self.exprs: dict[str, str] = {name: input_tag(i) for name, i in self.inputs.items()} | (through or {})
         self.consumers: dict[str, list[NodeSpec]] = {}
         for node in task.nodes:
             for name in node.inputs:
@@ -269,9 +270,16 @@ def with_output_def(op: FusedOp, name: str, expr: str) -> str | None:
         return None
 
 
-def translate_matrix_task(op: FusedOp, task: TaskSpec) -> MatrixTranslation:
-    """Replacement expressions for every fused output the matrix task produces, or the reason it can't."""
-    translator = _Translator(op, task)
+def input_def(op: FusedOp, index: int, expr: str) -> str:
+    """``expr`` with the size and type of fused-op input ``index`` (a pass-through of that input)."""
+    dims = ", ".join(str(d) for d in shape4(op.inputs[index].shape))
+    return f"WITH_SIZE(gen_Shape({dims}), WITH_TYPE({input_tag(index)}, {expr}))"
+
+
+def translate_matrix_task(op: FusedOp, task: TaskSpec, through: dict[str, str] | None = None) -> MatrixTranslation:
+    """Replacement expressions for every fused output the matrix task produces, or the reason it can't.
+    ``through``: fused-op input name -> the expression the task reads it through (default: the input)."""
+    translator = _Translator(op, task, through)
     try:
         for node in task.nodes:
             translator.node(node)

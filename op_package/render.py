@@ -110,6 +110,7 @@ def _environment() -> jinja2.Environment:
     env.filters["display"] = display
     env.filters["prod"] = lambda shape: max(1, math.prod(shape))
     env.filters["cpp_dtype"] = lambda dtype: CPP_DTYPE[dtype]
+    env.filters["port_quant"] = port_quant
     return env
 
 
@@ -143,6 +144,14 @@ def op_packages_option(package: str, op_types: list[str], library: str, target: 
             f"Runtime's limit of {OPTION_LIMIT}: put the library at a shorter path (it is repeated per op type) "
             "or fuse fewer distinct op types")
     return option
+
+
+def port_quant(tensor: TensorSpec) -> str:
+    """hexfuse::PortQuant of a port: its encoding where the plan reads it as codes (lower/qdq_ports.py)."""
+    quant = tensor.quant
+    if quant is None or tensor.dtype == "float32" or len(quant.scale) != 1:
+        return "{0, 1.0f, 0}"
+    return f"{{1, {float(quant.scale[0])!r}f, {int(quant.zero_point[0])}}}"
 
 
 def library_name(package: str) -> str:

@@ -285,6 +285,11 @@ def fused_node_schedules(schedule: Schedule) -> list[FusedNodeSchedule]:
 _MATRIX_KERNELS = ("ConvLayer", "MatMul", "FullyConnected")
 
 
+def is_ordering_op(kernel: str) -> bool:
+    """An entry or join op of a hexfuse expansion (op_package/htp_expand.py)."""
+    return kernel.endswith(("__enter", "__join"))
+
+
 def _is_matrix_kernel(name: str) -> bool:
     """A matrix kernel QNN runs on HVX (fp32 MatMul_bias, say), not one of its weight/bias helpers."""
     return name.startswith(_MATRIX_KERNELS) and ".opt." not in name

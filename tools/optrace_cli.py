@@ -46,8 +46,15 @@ def _schematic(given: str) -> Path:
 
 def _figures(schedule, target: str | None) -> dict[str, float]:
     """The happens-before counts of a schedule and, with a target, its replayed latency (us)."""
+    from hexfuse.tools.optrace import fused_node_schedules, is_ordering_op
+
     graph = schedule.happens_before()
     figures: dict[str, float] = dict(graph.counts())
+    fused = fused_node_schedules(schedule)
+    if fused:  # (an original has none)
+        figures["task_ops"] = sum(len(f.tasks) for f in fused)
+        figures["task_ops_in_window"] = sum(f.in_window for f in fused)
+    figures["ordering_ops"] = sum(1 for op in graph.ops if is_ordering_op(op.kernel))
     if target:
         from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
         from hexfuse.graph_passes.cost.target import load_target

@@ -139,3 +139,48 @@ def test_pass_refuses_matrix_work_qnn_ops_cannot_take(tmp_path) -> None:
                for r in refused.selection.reasons.values())
     unchecked = pipeline.analyze_model(path, scorer, backend=Backend("host", supported_op_types()))
     assert unchecked.selection.groups
+
+
+def test_entry_and_joins_hold_the_parts_together_in_both_barrier_modes(case_for) -> None:
+    """The matrix work reads its activation through the entry op, which waits on every non-constant input
+    of the task ops; every task output is a join that waits on the matrix work. Main-thread copies, the
+    same in both barrier modes: the serial variant's extra input stays the one difference."""
+    case = case_for(ROOT / "models" / "gptj_block_qdq.onnx")
+    for op in case.spec.fused_ops:
+        expansion = expand_fused_op(op)
+        enter, join = f"{op.op_type}__enter", f"{op.op_type}__join"
+        assert [o.symbol for o in expansion.order_ops] == [enter, join]
+        matrix_outputs = {name for t in op.tasks if t.engine == "matrix" for name in t.outputs}
+        task_inputs = {f'"in_{i}"' for t in expansion.task_ops for i in t.inputs if not op.inputs[i].static}
+        rules = {(r.output, r.serial): r.replacement for r in expansion.rules}
+        for (j, serial), rule in rules.items():
+            entered = rule[rule.index(f'Op("{enter}", '):]
+            assert all(tag in entered.split(")")[0] for tag in task_inputs), rule
+            if op.outputs[j].name in matrix_outputs:
+                assert join not in rule and rule == rules[(j, not serial)]
+            else:
+                assert rule.startswith(f'Op("{join}", Op("{op.op_type}__t') and "QNN_MatMul" in rule
+                assert ('_s", ' in rule) == serial
+        glue = render_package(case.spec)[f"src/ops/{op.op_type}.cpp"]
+        for symbol in (enter, join):  # no resource flag: the main thread, in program order
+            assert f'DEF_PACKAGE_OP_AND_COST_AND_FLAGS(({symbol}_impl), "{symbol}", FAST)' in glue
+            assert f"GraphStatus {symbol}_impl(Tensor& out, const Tensor& in_0" in glue
+
+
+def test_task_ops_take_codes_ports_handed_over_as_plain_float(case_for) -> None:
+    """Issue 19 item 6: where QNN hands a codes port over as plain float32 (its DQ / Q left as ops of their
+    own), the task op converts it with the port's own encoding instead of failing with kBridgeBadType (11):
+    the same codes as through the quantized wire."""
+    case = case_for(ROOT / "models" / "gptj_block_qdq.onnx")
+    for op in case.spec.fused_ops:
+        for task_op in expand_fused_op(op).task_ops:
+            ports = [op.inputs[i] for i in task_op.inputs]
+            assert any(t.wire is not None for t in ports)
+            ins = [case.values[t.name] for t in ports]
+            coded = case.package.run_wire(task_op.symbol, ins)
+            plain = case.package.run_wire(task_op.symbol, ins, plain_float=True)
+            for j, codes, values in zip(task_op.outputs, coded, plain):
+                wire = op.outputs[j].wire
+                assert values.dtype == np.float32 and wire is not None
+                expected = (codes.astype(np.float32) - np.float32(wire.zero_point[0])) * np.float32(wire.scale[0])
+                assert np.array_equal(values, expected), (task_op.symbol, op.outputs[j].name)

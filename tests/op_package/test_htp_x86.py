@@ -12,19 +12,20 @@ bit-equality with the original run is not a property either side has.)
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import onnx
 import pytest
 
 from hexfuse.cli import main as hexfuse_main
 from hexfuse.graph_passes.spec.model import load_spec
 from tests.builders import unfolded_activation_target
 from tests.htp_x86 import htp_x86_missing, last_json
+from tests.op_package.test_chained_qdq import chained_inputs, fuse_chained
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = Path(__file__).with_name("htp_run.py")
@@ -41,7 +42,26 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
     # (activations unfolded: QNN folds them into the convs, which qnn_ops.py cannot hand over yet)
     assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--allow-scalar", "--allow-merge-only",
                          "--min-gain", "0", "--ignore-schedule", "--target", unfolded_activation_target()]) == 0
-    package = "HexFuse" + "".join(part.title() for part in name.split("_"))
+    result, built = _build_and_run(ROOT / "models" / f"{name}.onnx", fused, tmp_path)
+    _check_outputs(result, quantized="qdq" in name)
+    spec = load_spec(str(fused.with_suffix(".hexfuse.json")))
+    with_matrix = {node for op in spec.fused_ops if any(t.engine == "matrix" for t in op.tasks) for node in op.instances}
+    _check_schedules(result["schedules"], name, built, with_matrix)
+
+
+def test_htp_x86_fused_nodes_chained_through_q_dq(tmp_path: Path) -> None:
+    """Issue 19 item 6: a fused node fed by another's output through Q -> DQ (a DQ copy per reader) is
+    claimed and computes what the original computes, in both barrier modes."""
+    original, fused = fuse_chained(tmp_path)
+    assert chained_inputs(onnx.load(fused))
+    result, _ = _build_and_run(original, fused, tmp_path)
+    _check_outputs(result, quantized=True)
+    assert all(ops["tasks"] and ops["matrix"] for ops in result["schedules"]["0"].values()), result["schedules"]
+
+
+def _build_and_run(original: Path, fused: Path, tmp_path: Path) -> tuple[dict, Path]:
+    """Build the fused model's package for htp_x86 and run both models on the QNN EP (htp_run.py)."""
+    package = "HexFuse" + "".join(part.title() for part in original.stem.split("_"))
     assert hexfuse_main(["oppkg", str(fused), "-o", str(tmp_path / "pkg"), "--package-name", package,
                          "--build", "htp_x86"]) == 0
     built = next((tmp_path / "pkg" / "build" / "x86_64-linux-clang").glob("*.so"))
@@ -50,22 +70,22 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
     library = short / built.name
     shutil.copy(built, library)
     op_types = ",".join(op.op_type for op in load_spec(str(fused.with_suffix(".hexfuse.json"))).fused_ops)
-    done = subprocess.run([sys.executable, str(HELPER), str(ROOT / "models" / f"{name}.onnx"), str(fused),
+    done = subprocess.run([sys.executable, str(HELPER), str(original), str(fused),
                            str(library), package, op_types, str(tmp_path / "schedules")],
                           capture_output=True, text=True, timeout=1800)
     shutil.rmtree(short, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    result = last_json(done.stdout)
+    return last_json(done.stdout), built
+
+
+def _check_outputs(result: dict, quantized: bool) -> None:
     assert result["fused_nodes"] and result["claimed"] == result["fused_nodes"], "a fused node was not claimed"
     for out in result["outputs"]:
-        if out["grid"] == 0.0 or "qdq" not in name:
+        if out["grid"] == 0.0 or not quantized:
             assert out["max_abs"] <= 1e-5 * max(out["max_ref"], 1e-6), out
         else:
             assert out["fused_vs_onnx"] <= out["original_vs_onnx"] + out["grid"] * 1.001, out
     assert result["serial_matches"], "the barrier switch changed the outputs (both modes share every kernel)"
-    spec = load_spec(str(fused.with_suffix(".hexfuse.json")))
-    with_matrix = {node for op in spec.fused_ops if any(t.engine == "matrix" for t in op.tasks) for node in op.instances}
-    _check_schedules(result["schedules"], name, built, with_matrix)
 
 
 def _check_schedules(schedules: dict, name: str, library: Path, with_matrix: set[str]) -> None:

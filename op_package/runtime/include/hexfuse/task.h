@@ -41,6 +41,14 @@ struct ScratchBuffer {
     int64_t offset;
 };
 
+// The encoding of a port the plan reads or writes as quantized codes (lower/qdq_ports.py): a backend
+// that hands such a port over as plain float32 gets it converted with this encoding (port.cpp).
+struct PortQuant {
+    int32_t quantized;  // 0: the port is not codes
+    float scale;
+    int32_t offset;     // real = scale * (q - offset)
+};
+
 struct Plan {
     const char* op_type;
     int32_t num_inputs, num_outputs, num_buffers;
@@ -53,6 +61,7 @@ struct Plan {
     int32_t num_tasks;
     const ScratchBuffer* scratch;
     int32_t num_scratch;
+    const PortQuant* port_quant;  // every input, then every output
 };
 
 }  // namespace hexfuse

@@ -5,6 +5,7 @@
 // scale and offset of the DQ/Q that the QNN EP folded into the port (real = scale * (q - offset)).
 #include "htp/tensor_bridge.h"
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -78,7 +79,36 @@ bool stage(const Tensor& t, bool plan_is_float, Staged* staged, hexfuse::Wire* w
     return for_each_4d(t, [&](int64_t i, size_t b, size_t h, size_t w, size_t d) { copy[i] = t(b, h, w, d); });
 }
 
+int64_t element_bytes(hexfuse::WireType t) {
+    switch (t) {
+        case hexfuse::WireType::kU8: case hexfuse::WireType::kI8: case hexfuse::WireType::kBool: return 1;
+        case hexfuse::WireType::kU16: case hexfuse::WireType::kI16: case hexfuse::WireType::kF16: return 2;
+        case hexfuse::WireType::kF32: case hexfuse::WireType::kI32: return 4;
+        case hexfuse::WireType::kI64: return 8;
+    }
+    return 0;
+}
+
 }  // namespace
+
+GraphStatus copy_through(Tensor& out, const Tensor& in) {
+    const auto info = in.get_dtype_intfc();
+    hexfuse::WireType type;
+    int32_t quantized;
+    if (elements(out) != elements(in) || info.dtype != out.get_dtype_intfc().dtype) {
+        errlog("hexfuse ordering op: output and input differ in size or type");
+        return GraphStatus::ErrorFatal;
+    }
+    if (dense(in) && dense(out) && wire_type(info.dtype, &type, &quantized)) {
+        std::memcpy(out.raw_data(), in.raw_data_const(), static_cast<size_t>(elements(in) * element_bytes(type)));
+        return GraphStatus::Success;
+    }
+    if (!for_each_4d(in, [&](int64_t, size_t b, size_t h, size_t w, size_t d) { out(b, h, w, d) = static_cast<float>(in(b, h, w, d)); })) {
+        errlog("hexfuse ordering op: a non-dense tensor that is not 4-D");
+        return GraphStatus::ErrorFatal;
+    }
+    return GraphStatus::Success;
+}
 
 GraphStatus execute(const hexfuse::Plan& plan, Tensor* const* outputs, const Tensor* const* inputs) {
     Staged staged;

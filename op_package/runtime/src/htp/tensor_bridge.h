@@ -13,4 +13,9 @@ namespace hexfuse_htp {
 // any other layout goes through HTP's generic element accessor.
 GraphStatus execute(const hexfuse::Plan& plan, Tensor* const* outputs, const Tensor* const* inputs);
 
+// The kernel of the entry and join ops (htp_expand.py): `out` becomes a copy of `in`, which has its
+// size and type; the op's other inputs are only there to order it. Bytes where both are dense,
+// element by element otherwise.
+GraphStatus copy_through(Tensor& out, const Tensor& in);
+
 }  // namespace hexfuse_htp

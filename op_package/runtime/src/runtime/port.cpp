@@ -89,9 +89,9 @@ void quantize_to(const float* src, const Wire& w) {
 }
 
 // How a wire becomes a plan buffer: the same bytes, or a converted copy.
-enum class Route { kAlias, kDequantize, kHalf, kWiden, kBad };
+enum class Route { kAlias, kDequantize, kHalf, kWiden, kCodes, kBad };
 
-Route route(DType plan, const Wire& w) {
+Route route(DType plan, const PortQuant& q, const Wire& w) {
     if (plan == DType::kF32) {
         if (w.type == WireType::kF32 && !w.quantized) return Route::kAlias;
         if (w.type == WireType::kF16 && !w.quantized) return Route::kHalf;
@@ -105,6 +105,9 @@ Route route(DType plan, const Wire& w) {
     }
     // Integer and bool ports carry their stored values: a quantized wire's raw bytes are the data.
     if (is_integer(w.type) && element_size(w.type) == element_size(as_wire(plan))) return Route::kAlias;
+    // A codes port handed over as plain float32 (its DQ / Q left as ops of their own): the port's encoding
+    // converts it, exactly as that DQ / Q would.
+    if (q.quantized && w.type == WireType::kF32 && !w.quantized) return Route::kCodes;
     return Route::kBad;
 }
 
@@ -143,7 +146,8 @@ int run_bridged(const Plan& plan, const Wire* inputs, const Wire* outputs) {
         const Wire& w = p < plan.num_inputs ? inputs[p] : outputs[p - plan.num_inputs];
         const DType type = static_cast<DType>(plan.port_types[p]);
         if (w.count != plan.port_counts[p]) return kBridgeBadCount;
-        routes[p] = route(type, w);
+        const PortQuant& q = plan.port_quant[p];
+        routes[p] = route(type, q, w);
         if (routes[p] == Route::kBad) return kBridgeBadType;
         void* buffer = w.data;
         if (routes[p] != Route::kAlias) {
@@ -169,6 +173,9 @@ int run_bridged(const Plan& plan, const Wire* inputs, const Wire* outputs) {
                     for (int64_t i = 0; i < w.count; ++i) dst[i] = static_cast<const int32_t*>(w.data)[i];
                     break;
                 }
+                case Route::kCodes:
+                    quantize_to(static_cast<const float*>(w.data), Wire{buffer, as_wire(type), 1, q.scale, q.offset, w.count});
+                    break;
                 default: break;
             }
         } else {
@@ -190,6 +197,13 @@ int run_bridged(const Plan& plan, const Wire* inputs, const Wire* outputs) {
             case Route::kWiden: {  // narrow back: int64 results that fit int32 (indices, shapes)
                 const int64_t* src = static_cast<const int64_t*>(out[o]);
                 for (int64_t i = 0; i < w.count; ++i) static_cast<int32_t*>(w.data)[i] = static_cast<int32_t>(src[i]);
+                break;
+            }
+            case Route::kCodes: {
+                const PortQuant& q = plan.port_quant[p];
+                const DType type = static_cast<DType>(plan.port_types[p]);
+                float* dst = static_cast<float*>(w.data);
+                for (int64_t i = 0; i < w.count; ++i) dst[i] = q.scale * static_cast<float>(load_raw(out[o], as_wire(type), i) - q.offset);
                 break;
             }
             default: break;

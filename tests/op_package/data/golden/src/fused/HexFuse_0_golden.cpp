@@ -81,6 +81,7 @@ const TaskInfo kTasks[] = {
 
 // Port types and element counts, inputs then outputs, as the plan reads and writes them.
 const int32_t kPortTypes[] = {static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32), static_cast<int32_t>(DType::kF32)};
+const PortQuant kPortQuant[] = {{0, 1.0f, 0}, {0, 1.0f, 0}, {0, 1.0f, 0}, {0, 1.0f, 0}, {0, 1.0f, 0}};
 const int64_t kPortCounts[] = {6, 12, 8, 8, 8};
 
 const ScratchBuffer kScratch[] = {
@@ -93,6 +94,7 @@ extern const Plan kPlan_HexFuse_0_golden;
 const Plan kPlan_HexFuse_0_golden = {
     "HexFuse_0_golden", 3, 2, 6, kPortTypes, kPortCounts,
     kOps, 3, kSucc, kTasks, 2, kScratch, 1,
+    kPortQuant,
 };
 
 }  // namespace hexfuse

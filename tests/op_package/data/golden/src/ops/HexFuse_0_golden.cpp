@@ -60,6 +60,16 @@ GraphStatus HexFuse_0_golden__t1_s_impl(
     return HexFuse_0_golden__t1_impl(out_0, in_0);
 }
 
+// Holds the fused op's parts together in QNN's schedule: a copy of in_0 that also waits on the other inputs.
+GraphStatus HexFuse_0_golden__enter_impl(Tensor& out, const Tensor& in_0, const Tensor& /*after_1*/) {
+    return hexfuse_htp::copy_through(out, in_0);
+}
+
+// Holds the fused op's parts together in QNN's schedule: a copy of in_0 that also waits on the other inputs.
+GraphStatus HexFuse_0_golden__join_impl(Tensor& out, const Tensor& in_0, const Tensor& /*after_1*/) {
+    return hexfuse_htp::copy_through(out, in_0);
+}
+
 }  // namespace
 
 DEF_PACKAGE_OP((HexFuse_0_golden_impl), "HexFuse_0_golden")
@@ -75,24 +85,30 @@ DEF_TENSOR_PROPERTIES(Op("HexFuse_0_golden__t1_s", "in_0", "after"),
                       Outputs("out_0"),
                       Flat("..."), MainMemory("..."))
 
+// No resource flag: the main thread, in program order with QNN's own ops.
+DEF_PACKAGE_OP_AND_COST_AND_FLAGS((HexFuse_0_golden__enter_impl), "HexFuse_0_golden__enter", FAST)
+
+// No resource flag: the main thread, in program order with QNN's own ops.
+DEF_PACKAGE_OP_AND_COST_AND_FLAGS((HexFuse_0_golden__join_impl), "HexFuse_0_golden__join", FAST)
+
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),
     AND(EQ(DIM_OF("sel", 3), 0), EQ(CONSTVAL_INT("serial", 0), 0)),
-    WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), "in_0", "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0)))))
+    WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0)))))
 
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),
     AND(EQ(DIM_OF("sel", 3), 0), EQ(CONSTVAL_INT("serial", 0), 1)),
-    WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), "in_0", "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0)))))
+    WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0)))))
 
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),
     AND(EQ(DIM_OF("sel", 3), 1), EQ(CONSTVAL_INT("serial", 0), 0)),
-    Op("HexFuse_0_golden__t1", "in_2"))
+    Op("HexFuse_0_golden__join", Op("HexFuse_0_golden__t1", "in_2"), WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))))
 
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),
     AND(EQ(DIM_OF("sel", 3), 1), EQ(CONSTVAL_INT("serial", 0), 1)),
-    Op("HexFuse_0_golden__t1_s", "in_2", WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), "in_0", "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))))
+    Op("HexFuse_0_golden__join", Op("HexFuse_0_golden__t1_s", "in_2", WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))), WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))))
 
 END_PKG_OP_DEFINITION(PKG_HexFuse_0_golden);

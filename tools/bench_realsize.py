@@ -113,6 +113,14 @@ def _map_of(path: Path, target: str, engines: Path | None = None):
     return find_engine_map(path, file_sha256(path), target, engines).engine_map
 
 
+def cached_schedule(path: Path, stem: str, target: str, engines: Path | None = None):
+    """The QNN schedule in the cached engine map of ``path`` on ``target``, or one error line."""
+    found = _map_of(path, target, engines)
+    if found is None or found.schedule is None:
+        raise HexfuseError(f"no schedule for {stem} on {target}: run the bench on it first")
+    return found.schedule
+
+
 def prepare(path: Path, target: str, timeout_s: float, log_dir: Path,
             engines: Path | None = None) -> tuple[float | None, str]:
     """``hexfuse engines`` for one model and target unless its map is cached: (seconds, failure note)."""

@@ -60,7 +60,7 @@ def render(rows: list[tuple[str, str, Bound]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import _map_of, build_source, engines_of, parse_source
+    from hexfuse.tools.bench_realsize import build_source, cached_schedule, engines_of, parse_source
 
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize_bound", description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", help="as bench_realsize takes them")
@@ -72,10 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             source = parse_source(text)
             path = build_source(source)
             for target in args.targets:
-                found = _map_of(path, target, engines_of(source, target))
-                if found is None or found.schedule is None:
-                    raise HexfuseError(f"no schedule for {source.stem} on {target}: run the bench on it first")
-                rows.append((source.stem, target, bound_of(found.schedule, load_target(target))))
+                schedule = cached_schedule(path, source.stem, target, engines_of(source, target))
+                rows.append((source.stem, target, bound_of(schedule, load_target(target))))
     except HexfuseError as exc:
         print(f"hexfuse: error: {exc}", file=sys.stderr)
         return 1

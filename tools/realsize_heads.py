@@ -98,14 +98,11 @@ def measure(layer: Layer, target: str) -> tuple[float, list[GroupOverlap]]:
     """(t2 us, per-group overlap) from the cached engine map (``hexfuse engines`` or the bench makes it)."""
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
     from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import _map_of
+    from hexfuse.tools.bench_realsize import cached_schedule
 
-    path = build(layer)
-    found = _map_of(path, target)
-    if found is None or found.schedule is None:
-        raise HexfuseError(f"no schedule for {layer.stem} on {target}: run the bench on it first")
-    judge = ScheduleJudge(found.schedule, load_target(target), 0.1)
-    return judge.original.latency_ns / 1e3, cross_group_overlap(found.schedule, judge.original, head_groups(layer))
+    schedule = cached_schedule(build(layer), layer.stem, target)
+    judge = ScheduleJudge(schedule, load_target(target), 0.1)
+    return judge.original.latency_ns / 1e3, cross_group_overlap(schedule, judge.original, head_groups(layer))
 
 
 def render(rows: list[tuple[str, str, float, list[GroupOverlap]]]) -> str:

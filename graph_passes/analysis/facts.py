@@ -42,7 +42,6 @@ class Analysis:
     _body_cache: dict[int, Peeled] = field(default_factory=dict, repr=False)
     _claim_cache: dict[int, str | None] = field(default_factory=dict, repr=False)
     _backend_verdicts: dict[int, str | None] = field(default_factory=dict, repr=False)  # by structures.code
-    _checked: set[int] = field(default_factory=set, repr=False)  # tasks the backend has judged
     _levels: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
     task_specs: dict[int, object] = field(default_factory=dict, repr=False)  # spec_builder's caches
     tensor_specs: dict[str, object] = field(default_factory=dict, repr=False)
@@ -98,14 +97,16 @@ class Analysis:
 
     def task_node_arrays(self, tasks: Sequence[Task]) -> tuple[np.ndarray, np.ndarray]:
         """``task_nodes`` of many tasks as one ragged array (offsets, node indices), computed at once."""
-        units = self.__dict__.get("_unit_arrays")
-        if units is None:
-            units = self.__dict__["_unit_arrays"] = ragged.from_rows(self.units.nodes)
         task_ptr, task_units = ragged.from_rows([task.units for task in tasks])
-        nodes, owner = ragged.take(*units, task_units)
+        nodes, owner = ragged.take(*self._unit_arrays, task_units)
         task_of = np.repeat(np.arange(len(tasks), dtype=np.int64), np.diff(task_ptr))[owner]
         order = np.lexsort((nodes, task_of))  # per task, in the graph's topological order
         return ragged.segments(task_of[order], len(tasks)), nodes[order]
+
+    @cached_property
+    def _unit_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every unit's nodes as one ragged array."""
+        return ragged.from_rows(self.units.nodes)
 
     def task_bodies(self, tasks: Sequence[Task]) -> tuple[np.ndarray, np.ndarray]:
         """``task_body(task).body`` of many tasks as one ragged array (offsets, node indices)."""
@@ -132,19 +133,17 @@ class Analysis:
         from hexfuse.graph_passes.spec.builder import fused_op_spec  # spec_builder imports this module
 
         cache = self._claim_cache
-        for task in tasks:
-            if task.id not in cache:
-                cache[task.id] = (claim_blocker(self.flat, self.task_nodes(task), self.task_body(task))
-                                  if self.has_qdq else None)
+        reasons = {task.id: claim_blocker(self.flat, self.task_nodes(task), self.task_body(task)) if self.has_qdq else None
+                   for task in tasks if task.id not in cache}
         check = self.backend.task_check if self.backend is not None else None
-        asked = [task for task in tasks if cache[task.id] is None and task.id not in self._checked]
+        asked = [task for task in tasks if reasons.get(task.id, "") is None]
         if check is not None and asked:
             verdicts = self._backend_verdicts
             for task, code in zip(asked, self.structures.codes(asked)):
                 if code not in verdicts or (verdicts[code] is not None and task.engine is Engine.MATRIX):
                     verdicts[code] = check(fused_op_spec(self, (task,)))
-                cache[task.id] = verdicts[code]
-        self._checked.update(task.id for task in asked)
+                reasons[task.id] = verdicts[code]
+        cache.update(reasons)
         return [cache[task.id] for task in tasks]
 
     @cached_property

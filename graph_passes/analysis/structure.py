@@ -73,6 +73,7 @@ class Structures:
         self.analysis = analysis
         self.flat = analysis.flat
         self.opset = next((o.version for o in self.flat.model.opset_import if o.domain in ONNX_DOMAINS), 0)
+        self._attribute_key_array = np.full(self.flat.node_count, -2, dtype=np.int64)  # -2: not read yet
         self._intern: dict[object, int] = {}
         self._tasks: dict[int, int] = {}
         self._prepared: dict[int, tuple[_Batch, int]] = {}  # task -> its batch of ``prepare`` and row there
@@ -129,9 +130,7 @@ class Structures:
     def _attribute_keys(self, nodes: np.ndarray) -> np.ndarray:
         """Per given node: its attributes up to renaming, -1 where it has none that count. Computed on
         first use per node (serializing every attribute of a model costs as much as the keys)."""
-        flat, keys = self.flat, self.__dict__.get("_attribute_key_array")
-        if keys is None:
-            keys = self.__dict__["_attribute_key_array"] = np.full(flat.node_count, -2, dtype=np.int64)  # -2: not yet
+        flat, keys = self.flat, self._attribute_key_array
         missing = nodes[keys[nodes] == -2]
         if len(missing):
             graph_nodes, op_types, domains = flat.nodes, flat.op_types, flat.domains

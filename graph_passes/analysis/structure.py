@@ -45,6 +45,12 @@ def _takes_attributes(op_type: str, domain: str, opset: int) -> bool:
         return True  # unknown op: read whatever it carries
 
 
+def _row_hashes(block: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of a 2-D integer array (multiply-add with fixed odd factors, modulo 2**64)."""
+    factors = np.random.default_rng(0x5EED).integers(1, 2**63, size=block.shape[1], dtype=np.uint64) | np.uint64(1)
+    return (block.astype(np.uint64) * factors).sum(axis=1, dtype=np.uint64)
+
+
 @dataclass(frozen=True)
 class _Batch:
     """What one ``prepare`` call found, as flat lists and row offsets, turned into tuples per task on
@@ -88,6 +94,23 @@ class Structures:
             value = self._intern[key] = len(self._intern)
         return value
 
+    def _intern_rows(self, tag: str, values: np.ndarray, ptr: np.ndarray) -> list[int]:
+        """The interned id of each row of a ragged integer array: equal rows, equal ids. One Python step
+        per distinct row: rows of one length are grouped by a hash and then compared whole."""
+        lengths = np.diff(ptr)
+        ids = np.empty(len(lengths), dtype=np.int64)
+        for length in np.unique(lengths).tolist():
+            rows = np.flatnonzero(lengths == length)
+            block = values[ptr[rows][:, None] + np.arange(length, dtype=np.int64)]
+            _, first, inverse = np.unique(_row_hashes(block), return_index=True, return_inverse=True)
+            if not np.array_equal(block, block[first[inverse]]):  # a hash collision: group by the bytes
+                seen: dict[bytes, int] = {}
+                first = np.array([seen.setdefault(row.tobytes(), i) for i, row in enumerate(block)], dtype=np.int64)
+                first, inverse = np.unique(first, return_inverse=True)
+            distinct = np.array([self._id((tag, block[i].tobytes())) for i in first.tolist()], dtype=np.int64)
+            ids[rows] = distinct[inverse.reshape(-1)]
+        return ids.tolist()
+
     # -- facts per tensor and node ---------------------------------------------------------------
     @cached_property
     def quantized(self) -> bytearray:
@@ -106,25 +129,25 @@ class Structures:
         return marks
 
     @cached_property
-    def _signatures(self) -> list[int]:
+    def _signatures(self) -> np.ndarray:
         """Per tensor: type id, static and quantized flags in one int (unknown types stay negative)."""
         flat = self.flat
-        return [(kind << 2) | (static << 1) | quant
-                for kind, static, quant in zip(flat.type_of, flat.folds_to_constant, self.quantized)]
+        kinds = np.array(flat.type_of, dtype=np.int64)
+        static = np.frombuffer(bytes(flat.folds_to_constant), dtype=np.uint8).astype(np.int64)
+        quant = np.frombuffer(bytes(self.quantized), dtype=np.uint8).astype(np.int64)
+        return (kinds << 2) | (static << 1) | quant
 
     @cached_property
-    def _may_bake(self) -> bytearray:
+    def _may_bake(self) -> np.ndarray:
         """Tensors whose values a kernel generator might bake: quantized ones and constants."""
         flat = self.flat
-        marks = bytearray(self.quantized)
-        for tensor, static in enumerate(flat.static):
-            if static:
-                marks[tensor] = 1
+        marks = np.frombuffer(bytes(self.quantized), dtype=np.uint8).astype(bool)
+        marks |= np.frombuffer(bytes(flat.static), dtype=np.uint8).astype(bool)
         for index, op_type in enumerate(flat.op_types):
             if op_type == "Constant":
                 for tensor in flat.outputs[index]:
                     if tensor >= 0:
-                        marks[tensor] = 1
+                        marks[tensor] = True
         return marks
 
     def _attribute_keys(self, nodes: np.ndarray) -> np.ndarray:
@@ -133,30 +156,36 @@ class Structures:
         flat, keys = self.flat, self._attribute_key_array
         missing = nodes[keys[nodes] == -2]
         if len(missing):
-            graph_nodes, op_types, domains = flat.nodes, flat.op_types, flat.domains
-            for index in np.unique(missing).tolist():
+            missing = np.unique(missing)
+            # Where the schema defines no attribute at all, the checker refuses any: none count, and
+            # the node's protobuf is not touched (most nodes of a model: MatMul, Add, Mul, ...).
+            ops, op_index = self._op_table
+            takes = np.array([_takes_attributes(*op, self.opset) for op in ops], dtype=bool)[op_index[missing]]
+            keys[missing[~takes]] = -1
+            graph_nodes = flat.nodes
+            for index in missing[takes].tolist():
                 attributes = graph_nodes[index].attribute
-                # (where the schema defines no attribute at all, the checker refuses any: none count)
-                keys[index] = (self._id(("attrs", tuple(a.SerializeToString() for a in attributes)))
-                               if attributes and _takes_attributes(op_types[index], domains[index], self.opset) else -1)
+                keys[index] = self._id(("attrs", tuple(a.SerializeToString() for a in attributes))) if attributes else -1
         return keys[nodes]
+
+    @cached_property
+    def _op_table(self) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """(the distinct ops (type, domain) in order of first use, per node the index of its op there)."""
+        flat, ops = self.flat, {}
+        op_index = [ops.setdefault(op, len(ops)) for op in zip(flat.op_types, flat.domains)]
+        return list(ops), np.array(op_index, dtype=np.int64)
 
     @cached_property
     def _node_ops(self) -> np.ndarray:
         """Per node: its op (type and domain) as an interned id."""
-        flat, ops = self.flat, {}
-        op_ids = [ops.setdefault(op, len(ops)) for op in zip(flat.op_types, flat.domains)]
-        interned = np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)
-        return interned[np.array(op_ids, dtype=np.int64)]
+        ops, op_index = self._op_table
+        return np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)[op_index]
 
     @cached_property
-    def _tensor_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per tensor: its signature, whether a kernel may bake it, whether it is a graph output."""
-        flat = self.flat
-        outputs = np.zeros(len(flat.names), dtype=bool)
-        outputs[list(flat.graph_outputs)] = True
-        return (np.array(self._signatures, dtype=np.int64),
-                np.frombuffer(bytes(self._may_bake), dtype=np.uint8).astype(bool), outputs)
+    def _graph_outputs(self) -> np.ndarray:
+        outputs = np.zeros(len(self.flat.names), dtype=bool)
+        outputs[list(self.flat.graph_outputs)] = True
+        return outputs
 
     # -- tasks -----------------------------------------------------------------------------------
     def boundary(self, task: Task) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -217,7 +246,7 @@ class Structures:
         consumer_ptr, consumer_ids = self.flat.consumer_arrays
         users, user_of = ragged.take(consumer_ptr, consumer_ids, tensors[outs_at])
         outside = np.bincount(user_of, weights=owner[users] != slot_task[outs_at][user_of], minlength=len(outs_at)) > 0
-        signatures, may_bake, graph_output = self._tensor_arrays
+        signatures, may_bake, graph_output = self._signatures, self._may_bake, self._graph_outputs
         outs_at = outs_at[outside | graph_output[tensors[outs_at]]]
 
         # The key's parts, each task-major; a stable sort by task lays each task's parts end to end.
@@ -241,14 +270,14 @@ class Structures:
         owners = np.concatenate([o for _, o in parts])
         by_task = np.argsort(owners, kind="stable")
         blobs = values[by_task]
-        blob_at = ragged.segments(owners[by_task], n).tolist()
+        blob_at = ragged.segments(owners[by_task], n)
         bake = may_bake[numbered]
         batch = _Batch(tensors[ins_at].tolist(), ragged.segments(ins_task, n).tolist(),
                        tensors[outs_at].tolist(), ragged.segments(outs_task, n).tolist(),
                        (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake].tolist(),
                        numbered[bake].tolist(), ragged.segments(unique_task[order][bake], n).tolist())
-        for i, task in enumerate(todo):
-            self._tasks[task.id] = self._id(("task", blobs[blob_at[i]:blob_at[i + 1]].tobytes()))
+        for task, key, i in zip(todo, self._intern_rows("task", blobs, blob_at), range(n)):
+            self._tasks[task.id] = key
             self._prepared[task.id] = (batch, i)
 
     def code(self, task: Task) -> int:

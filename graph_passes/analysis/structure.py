@@ -28,7 +28,7 @@ import onnx
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.graph import ragged
-from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS
+from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, TensorType
 from hexfuse.graph_passes.graph.ports import ports
 
 SMALL_CONSTANT = 64  # integer constants up to this many elements are part of the group key
@@ -45,6 +45,13 @@ def _takes_attributes(op_type: str, domain: str, opset: int) -> bool:
         return True  # unknown op: read whatever it carries
 
 
+def _small_integer(kind: TensorType) -> bool:
+    try:
+        return kind.dtype is not None and kind.elements <= SMALL_CONSTANT and np.dtype(kind.dtype).kind in "iub"
+    except TypeError:  # a dtype numpy does not know by name: not an integer
+        return False
+
+
 def _row_hashes(block: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each row of a 2-D integer array (multiply-add with fixed odd factors, modulo 2**64)."""
     factors = np.random.default_rng(0x5EED).integers(1, 2**63, size=block.shape[1], dtype=np.uint64) | np.uint64(1)
@@ -53,25 +60,20 @@ def _row_hashes(block: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Batch:
-    """What one ``prepare`` call found, as flat lists and row offsets, turned into tuples per task on
-    demand (most tasks never need their boundary as tuples)."""
+    """What one ``prepare`` call found, as ragged arrays (ragged.py) with one row per task, turned into
+    tuples per task on demand (most tasks never need their boundary as tuples)."""
 
-    inputs: list[int]
-    input_at: list[int]
-    outputs: list[int]
-    output_at: list[int]
-    bake_numbers: list[int]
-    bake_tensors: list[int]
-    bake_at: list[int]
+    inputs: np.ndarray
+    input_at: np.ndarray
+    outputs: np.ndarray
+    output_at: np.ndarray
+    bake_numbers: np.ndarray  # per task: the numbers (first appearance) of the tensors a kernel may bake
+    bake_tensors: np.ndarray  # and those tensors
+    bake_at: np.ndarray
 
     def boundary(self, row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        return (tuple(self.inputs[self.input_at[row]:self.input_at[row + 1]]),
-                tuple(self.outputs[self.output_at[row]:self.output_at[row + 1]]))
-
-    def bakeable(self, row: int) -> zip:
-        """(number, tensor) of the task's tensors a kernel may bake."""
-        start, end = self.bake_at[row], self.bake_at[row + 1]
-        return zip(self.bake_numbers[start:end], self.bake_tensors[start:end])
+        return (tuple(self.inputs[self.input_at[row]:self.input_at[row + 1]].tolist()),
+                tuple(self.outputs[self.output_at[row]:self.output_at[row + 1]].tolist()))
 
 
 class Structures:
@@ -86,7 +88,8 @@ class Structures:
         self._shared: dict[int, int] = {}  # task -> key with baked values
         self._groups: dict[tuple[int, ...], int] = {}
         self._boundaries: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        self._baked_values: dict[int, int] = {}  # tensor -> interned (quantization, small constant value)
+        self._baked_array = np.full(len(self.flat.names), -1, dtype=np.int64)  # tensor -> _baked, -1: not known yet
+        self._wires = {flag: np.full(len(self.flat.names), -1, dtype=np.int64) for flag in (True, False)}  # by is_input
 
     def _id(self, key: object) -> int:
         value = self._intern.get(key)
@@ -99,7 +102,7 @@ class Structures:
         per distinct row: rows of one length are grouped by a hash and then compared whole."""
         lengths = np.diff(ptr)
         ids = np.empty(len(lengths), dtype=np.int64)
-        for length in np.unique(lengths).tolist():
+        for length in ragged.distinct(lengths).tolist():
             rows = np.flatnonzero(lengths == length)
             block = values[ptr[rows][:, None] + np.arange(length, dtype=np.int64)]
             _, first, inverse = np.unique(_row_hashes(block), return_index=True, return_inverse=True)
@@ -156,7 +159,7 @@ class Structures:
         flat, keys = self.flat, self._attribute_key_array
         missing = nodes[keys[nodes] == -2]
         if len(missing):
-            missing = np.unique(missing)
+            missing = ragged.distinct(missing)
             # Where the schema defines no attribute at all, the checker refuses any: none count, and
             # the node's protobuf is not touched (most nodes of a model: MatMul, Add, Mul, ...).
             ops, op_index = self._op_table
@@ -180,6 +183,12 @@ class Structures:
         """Per node: its op (type and domain) as an interned id."""
         ops, op_index = self._op_table
         return np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)[op_index]
+
+    @cached_property
+    def _small_integer_types(self) -> np.ndarray:
+        """Per type id, and last for an unknown type (-1): an integer type of at most SMALL_CONSTANT
+        elements, whose constant values a kernel may bake."""
+        return np.append(np.array([_small_integer(kind) for kind in self.flat.types], dtype=bool), False)
 
     @cached_property
     def _graph_outputs(self) -> np.ndarray:
@@ -272,10 +281,10 @@ class Structures:
         blobs = values[by_task]
         blob_at = ragged.segments(owners[by_task], n)
         bake = may_bake[numbered]
-        batch = _Batch(tensors[ins_at].tolist(), ragged.segments(ins_task, n).tolist(),
-                       tensors[outs_at].tolist(), ragged.segments(outs_task, n).tolist(),
-                       (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake].tolist(),
-                       numbered[bake].tolist(), ragged.segments(unique_task[order][bake], n).tolist())
+        bake = may_bake[numbered]
+        batch = _Batch(tensors[ins_at], ragged.segments(ins_task, n), tensors[outs_at], ragged.segments(outs_task, n),
+                       (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake],
+                       numbered[bake], ragged.segments(unique_task[order][bake], n))
         for task, key, i in zip(todo, self._intern_rows("task", blobs, blob_at), range(n)):
             self._tasks[task.id] = key
             self._prepared[task.id] = (batch, i)
@@ -285,25 +294,38 @@ class Structures:
         return self.codes((task,))[0]
 
     def codes(self, tasks: Sequence[Task]) -> list[int]:
-        """``code`` of many tasks: the task key with the values a kernel may bake (module docstring)."""
+        """``code`` of many tasks: the task key with the values a kernel may bake (module docstring) and,
+        in a quantized model, the port encodings (the boundary DQ/Q folded into the port on the QNN EP:
+        the HTP expansion writes them into its rules where an inner op must carry one, op_package/qnn_ops.py).
+        A task's code is its row of ints: task key; count, then (number, baked value id) per bakeable
+        tensor; count and wire id per input; count and wire id per output."""
         self.prepare(tasks)
-        shared, prepared, keys, intern, baked = self._shared, self._prepared, self._tasks, self._id, self._baked
-        qdq = self.analysis.has_qdq
-        result = []
-        for task in tasks:
-            key = shared.get(task.id)
-            if key is None:
-                batch, row = prepared[task.id]
-                values = tuple([(n, baked(t)) for n, t in batch.bakeable(row)])
-                # Port encodings (the boundary DQ/Q folded into the port on the QNN EP): the HTP expansion
-                # writes them into its rules where an inner op must carry one (op_package/qnn_ops.py).
-                wires: tuple = ()  # (without Q/DQ in the model, no port carries an encoding)
-                if qdq:
-                    ins, outs = self.boundary(task)
-                    wires = (tuple(self._wire(t, True) for t in ins), tuple(self._wire(t, False) for t in outs))
-                key = shared[task.id] = intern((keys[task.id], values, wires))
-            result.append(key)
-        return result
+        shared = self._shared
+        todo = list({task.id: task for task in tasks if task.id not in shared}.values())
+        by_batch: dict[int, list[Task]] = {}
+        for task in todo:
+            by_batch.setdefault(id(self._prepared[task.id][0]), []).append(task)
+        for group in by_batch.values():
+            batch = self._prepared[group[0].id][0]
+            rows = np.array([self._prepared[task.id][1] for task in group], dtype=np.int64)
+            per_task = np.arange(len(group), dtype=np.int64)
+            tensors, owner = ragged.take(batch.bake_at, batch.bake_tensors, rows)
+            numbers, _ = ragged.take(batch.bake_at, batch.bake_numbers, rows)
+            pairs = np.empty(2 * len(tensors), dtype=np.int64)
+            pairs[0::2], pairs[1::2] = numbers, self._baked_ids(tensors)
+            parts = [(np.array([self._tasks[task.id] for task in group], dtype=np.int64), per_task),
+                     (np.bincount(owner, minlength=len(group)), per_task), (pairs, np.repeat(owner, 2))]
+            if self.analysis.has_qdq:  # (without Q/DQ in the model, no port carries an encoding)
+                for ptr, values, is_input in ((batch.input_at, batch.inputs, True), (batch.output_at, batch.outputs, False)):
+                    ports, port_owner = ragged.take(ptr, values, rows)
+                    parts += [(np.bincount(port_owner, minlength=len(group)), per_task),
+                              (self._wire_ids(ports, is_input), port_owner)]
+            values = np.concatenate([v for v, _ in parts])
+            owners = np.concatenate([o for _, o in parts])
+            by_task = np.argsort(owners, kind="stable")
+            keys = self._intern_rows("code", values[by_task], ragged.segments(owners[by_task], len(group)))
+            shared.update(zip([task.id for task in group], keys))
+        return [shared[task.id] for task in tasks]
 
     # -- groups ----------------------------------------------------------------------------------
     def group_io(self, tasks: Sequence[Task]) -> tuple[list[int], list[int]]:
@@ -328,27 +350,38 @@ class Structures:
             key = self._groups[ids] = self._id(("group", tuple(self.codes(tasks)), tuple(shared)))
         return key
 
-    def _wire(self, tensor: int, is_input: bool) -> object:
+    def _wire_ids(self, tensors: np.ndarray, is_input: bool) -> np.ndarray:
+        """Per tensor: its port encoding as a fused-op input (or output), interned."""
         from hexfuse.graph_passes.spec.builder import port_wire  # spec_builder imports this module
 
-        return port_wire(self.analysis, tensor, is_input)
+        known = self._wires[is_input]
+        for tensor in ragged.distinct(tensors[known[tensors] < 0]).tolist():
+            known[tensor] = self._id(("wire", port_wire(self.analysis, tensor, is_input)))
+        return known[tensors]
+
+    def _baked_ids(self, tensors: np.ndarray) -> np.ndarray:
+        """``_baked`` of many tensors; without a Python step for those with nothing to bake."""
+        known = self._baked_array
+        missing = ragged.distinct(tensors[known[tensors] < 0])
+        if len(missing):
+            may_hold = self._small_integer_types[np.array(self.flat.type_of, dtype=np.int64)[missing]]
+            may_hold |= np.frombuffer(bytes(self.quantized), dtype=np.uint8)[missing].astype(bool)
+            known[missing[~may_hold]] = self._id(("baked", None, None))  # what _baked gives them
+            for tensor in missing[may_hold].tolist():
+                known[tensor] = self._baked(tensor)
+        return known[tensors]
 
     def _baked(self, tensor: int) -> int:
         """What a kernel may bake of this tensor (quantization, small integer value), interned."""
-        if tensor in self._baked_values:
-            return self._baked_values[tensor]
         from hexfuse.graph_passes.spec.builder import quant_of  # spec_builder imports this module
 
         flat = self.flat
         quant = quant_of(self.analysis, tensor) if self.quantized[tensor] else None
         value = None
-        kind = flat.type(tensor)
-        if (kind is not None and kind.dtype is not None and kind.elements <= SMALL_CONSTANT
-                and np.dtype(kind.dtype).kind in "iub" and flat.is_constant(tensor)):
+        if self._small_integer_types[flat.type_of[tensor]] and flat.is_constant(tensor):
             array = flat.constant_value(tensor)
             value = None if array is None else (str(array.dtype), array.shape, array.tobytes())
-        baked = self._baked_values[tensor] = self._id(("baked", quant, value))
-        return baked
+        return self._id(("baked", quant, value))
 
 
 def boundary(analysis: Analysis, node_indices: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -34,6 +34,8 @@ ONNX_DOMAINS = ("", "ai.onnx")
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                          "Bernoulli", "DequantizeLinear", "If", "Loop", "Scan"})
 
+FOLD_STEPS = 32  # array steps of the constant-folding marks before the walk in topological order
+
 _GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # the standard ops with a graph attribute
 
 
@@ -142,7 +144,8 @@ class FlatGraph:
             ins = tuple([get(name, -1) for name in node.input])
             if -1 in ins:
                 ins = port_ids(node.input)
-            if node.attribute and (op_types[index] in _GRAPH_OPS or domains[index] not in ONNX_DOMAINS) and has_subgraph(node):
+            # (reading a protobuf field costs: the attributes only of ops that may hold a subgraph)
+            if (op_types[index] in _GRAPH_OPS or domains[index] not in ONNX_DOMAINS) and node.attribute and has_subgraph(node):
                 reads = outer_reads(node)
                 if reads:
                     explicit[index] = len(ins)
@@ -242,14 +245,38 @@ class FlatGraph:
         inputs all fold (light models build their weights with ConstantOfShape, for one)."""
         marks = self.__dict__.get("_folds")
         if marks is None:
-            marks = self.__dict__["_folds"] = bytearray(self.static)
-            for index, op_type in enumerate(self.op_types):  # nodes are in topological order
-                if (self.domains[index] in ONNX_DOMAINS and op_type not in _NOT_FOLDED
-                        and all(t < 0 or marks[t] for t in self.inputs[index])):
-                    for tensor in self.outputs[index]:
-                        if tensor >= 0:
-                            marks[tensor] = 1
+            marks = self.__dict__["_folds"] = self._fold_marks()
         return marks
+
+    def _fold_marks(self) -> bytearray:
+        """``folds_to_constant`` as array steps: each step marks the outputs of the nodes whose inputs are
+        all marked, until nothing changes (as many steps as the longest chain of folding nodes, plus one);
+        past FOLD_STEPS steps the one walk in topological order finishes the job."""
+        ptr, ports, input_counts = self.port_arrays
+        node_of = np.repeat(np.arange(self.node_count, dtype=np.int64), np.diff(ptr))
+        is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
+        ins, in_node = ports[is_input], node_of[is_input]
+        written = ~is_input & (ports >= 0)
+        outs, out_node = ports[written], node_of[written]
+        kinds: dict[tuple[str, str], bool] = {}
+        folding = np.array([kinds.setdefault(op, op[1] in ONNX_DOMAINS and op[0] not in _NOT_FOLDED)
+                            for op in zip(self.op_types, self.domains)], dtype=bool)
+        marks = np.append(np.frombuffer(bytes(self.static), dtype=np.uint8).astype(bool), True)  # [-1]: omitted input
+        for _ in range(FOLD_STEPS):
+            waiting = np.zeros(self.node_count, dtype=bool)
+            waiting[in_node[~marks[ins]]] = True
+            grown = marks.copy()
+            grown[outs[(folding & ~waiting)[out_node]]] = True
+            if np.array_equal(grown, marks):
+                return bytearray(marks[:-1].astype(np.uint8).tobytes())
+            marks = grown
+        done = bytearray(marks[:-1].astype(np.uint8).tobytes())
+        for index, ins_of in enumerate(self.inputs):  # nodes are in topological order
+            if folding[index] and all(t < 0 or done[t] for t in ins_of):
+                for tensor in self.outputs[index]:
+                    if tensor >= 0:
+                        done[tensor] = 1
+        return done
 
     def constant_value(self, tensor: int) -> np.ndarray | None:
         if tensor in self._values:

@@ -37,3 +37,15 @@ def take(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
 def segments(owner: np.ndarray, count: int) -> np.ndarray:
     """Offsets of the runs of a sorted owner array with owners 0 .. count - 1 (empty runs included)."""
     return offsets(np.bincount(owner, minlength=count))
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values. (``np.unique`` without return flags takes a hash path in numpy 2.3+
+    that is 10-30x slower than a sort on these arrays.)"""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]

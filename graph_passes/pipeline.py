@@ -233,11 +233,7 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
     mark = time.process_time()
     calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
     fused = rewrite_groups(analyzed.prepared, analyzed.analysis.flat, analyzed.fused_ops, calls)
-    if fused.ByteSize() > PROTOBUF_LIMIT:
-        raise HexfuseError(
-            f"{loaded.path}: the fused model would be {fused.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
-            "writing fused models with external data is not supported yet"
-        )
+    model_bytes = _serialized(loaded.path, fused)
     try:
         # The load checked the model; the rewrite adds functions and call nodes and orders the nodes
         # (rewrite/groups.py proves the order). The checker sees the new parts in a model of their own: the
@@ -246,7 +242,6 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
         onnx.checker.check_model(_new_parts(fused, analyzed.analysis.flat, calls))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise HexfuseError(f"internal error: the fused model fails onnx.checker: {exc}") from None
-    model_bytes = fused.SerializeToString()
     analyzed.timings["rewrite"] = time.process_time() - mark
     spec = FusionSpec(loaded.path.name, loaded.sha256, target, tuple(analyzed.fused_ops))
     changes = written_changes(loaded.model, fused, loaded.upgraded_from,
@@ -256,6 +251,20 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
     if loaded.external:
         changes += (f"weights from {len(loaded.external)} external-data files stored in the model",)
     return FuseResult(analyzed, model_bytes, spec, changed=True, model_changes=changes)
+
+
+def _serialized(path: Path, fused: onnx.ModelProto) -> bytes:
+    """The fused model's bytes; refused over protobuf's limit (sized only then: sizing costs a walk)."""
+    try:
+        model_bytes = fused.SerializeToString()
+    except Exception:  # protobuf's EncodeError on a message over its limit
+        model_bytes = None
+    if model_bytes is None or len(model_bytes) > PROTOBUF_LIMIT:
+        raise HexfuseError(
+            f"{path}: the fused model would be {fused.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
+            "writing fused models with external data is not supported yet"
+        )
+    return model_bytes
 
 
 def _carried_spec(loaded: LoadedModel) -> FusionSpec | None:

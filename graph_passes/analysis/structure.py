@@ -299,9 +299,11 @@ class Structures:
         the HTP expansion writes them into its rules where an inner op must carry one, op_package/qnn_ops.py).
         A task's code is its row of ints: task key; count, then (number, baked value id) per bakeable
         tensor; count and wire id per input; count and wire id per output."""
-        self.prepare(tasks)
         shared = self._shared
         todo = list({task.id: task for task in tasks if task.id not in shared}.values())
+        if not todo:
+            return [shared[task.id] for task in tasks]
+        self.prepare(todo)
         by_batch: dict[int, list[Task]] = {}
         for task in todo:
             by_batch.setdefault(id(self._prepared[task.id][0]), []).append(task)

@@ -22,13 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
 import onnx
 
 from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine, engine_of, htp_engine
-from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
+from hexfuse.graph_passes.graph import ragged
+from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph, constant_closure
 from hexfuse.graph_passes.graph.folds import HOSTS, fold_source, is_host
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -124,20 +126,10 @@ def _group_nodes(flat: FlatGraph, folds: frozenset[str], constant: bytearray) ->
 
 def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> tuple[bytearray, bytearray]:
     """(nodes, tensors) computed from initializers and constants alone: runtimes fold them, so such
-    nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task."""
-    constant = bytearray(flat.initializer)  # IR<4 models list weights as inputs too: still weights
-    result = bytearray(flat.node_count)
-    for index, ins in enumerate(flat.inputs):
-        for tensor in ins:
-            if tensor >= 0 and not constant[tensor]:
-                break
-        else:
-            if engines[flat.op_types[index], flat.domains[index]] is not Engine.OPAQUE:
-                result[index] = 1
-                for tensor in flat.outputs[index]:
-                    if tensor >= 0:
-                        constant[tensor] = 1
-    return result, constant
+    nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task.
+    IR<4 models list weights as inputs too: still weights."""
+    known = np.array([engines[op] is not Engine.OPAQUE for op in zip(flat.op_types, flat.domains)], dtype=bool)
+    return constant_closure(flat, bytearray(flat.initializer), known)
 
 
 class _Blockers:
@@ -171,6 +163,45 @@ class _Blockers:
                 return False
         return True
 
+    def of_units(self, group_ptr: np.ndarray, members: np.ndarray, member_unit: np.ndarray, cores: np.ndarray,
+                 constant: np.ndarray, engines: dict[tuple[str, str], Engine]) -> tuple[list[Engine], list[str | None]]:
+        """``of`` for every unit (ragged members, per unit its core and whether it is constant), as array
+        steps; ``of`` itself words the units that have a blocker."""
+        flat = self.flat
+        kinds = {key: code for code, key in enumerate(engines)}
+        engine_list = list(engines.values())
+        op_codes = np.array([kinds[op] for op in zip(flat.op_types, flat.domains)], dtype=np.int64)
+        core_engines = op_codes[cores]
+        opaque = np.array([engine is Engine.OPAQUE for engine in engine_list], dtype=bool)[core_engines]
+        worded = constant | opaque
+        faulty = self.first_bad_port >= 0
+        if self.supported_ops is not None:
+            faulty |= np.array([op not in self.supported_ops for op in flat.op_types], dtype=bool)
+        np.logical_or.at(worded, member_unit, faulty[members])
+        free = np.array([engine is Engine.FREE for engine in engine_list], dtype=bool)[core_engines]
+        to_free = ~free & self._shape_arithmetic()[cores]
+        result = [engine_list[code] for code in core_engines.tolist()]
+        for unit in np.flatnonzero(to_free & ~worded).tolist():
+            result[unit] = Engine.FREE
+        blockers: list[str | None] = [None] * len(result)
+        for unit in np.flatnonzero(worded).tolist():
+            nodes = members[group_ptr[unit]:group_ptr[unit + 1]].tolist()
+            result[unit], blockers[unit] = self.of(nodes, int(cores[unit]), result[unit], bool(constant[unit]))
+        return result, blockers
+
+    def _shape_arithmetic(self) -> np.ndarray:
+        """``is_shape_arithmetic`` of every node."""
+        flat = self.flat
+        ptr, ports, input_counts = flat.port_arrays
+        node_of = np.repeat(np.arange(flat.node_count, dtype=np.int64), np.diff(ptr))
+        is_output = np.arange(len(ports), dtype=np.int64) - ptr[node_of] >= input_counts[node_of]
+        like = np.append(np.array(self.shape_like, dtype=bool), False)  # [-1]: unknown type
+        kinds = np.array(flat.type_of, dtype=np.int64)[ports[is_output]]
+        fine = like[np.where(ports[is_output] >= 0, kinds, -1)]
+        result = np.ones(flat.node_count, dtype=bool)
+        np.logical_and.at(result, node_of[is_output], fine)
+        return result
+
     def of(self, nodes: list[int], core: int, engine: Engine, constant: bool) -> tuple[Engine, str | None]:
         flat = self.flat
         if constant:
@@ -199,23 +230,40 @@ class _Blockers:
         return engine, None
 
 
-def _group_successors(flat: FlatGraph, groups: list[list[int]], group_of: list[int] | None) -> list[list[int]]:
-    """Per group, the groups reading its outputs (ascending, each once)."""
-    outputs, consumers = flat.outputs, flat.consumers
-    if group_of is None:  # every node its own unit: consumers lists are already sorted and unique
-        result = []
-        for outs in outputs:
-            if len(outs) == 1:
-                result.append(consumers[outs[0]] if outs[0] >= 0 else [])
-            else:
-                result.append(sorted({user for t in outs if t >= 0 for user in consumers[t]}))
-        return result
-    result = []
-    for gid, group in enumerate(groups):
-        targets = {group_of[user] for index in group for t in outputs[index] if t >= 0 for user in consumers[t]}
-        targets.discard(gid)
-        result.append(sorted(targets))
-    return result
+def _group_successors(flat: FlatGraph, count: int, group_of: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the groups reading its outputs (ascending, each once), as a ragged array; ``group_of``:
+    node -> group (None: every node is its own group)."""
+    ptr, ports, input_counts = flat.port_arrays
+    node_of = np.repeat(np.arange(flat.node_count, dtype=np.int64), np.diff(ptr))
+    written = (np.arange(len(ports), dtype=np.int64) - ptr[node_of] >= input_counts[node_of]) & (ports >= 0)
+    users, pair = ragged.take(*flat.consumer_arrays, ports[written])
+    sources = node_of[written][pair]
+    if group_of is not None:
+        sources, users = group_of[sources], group_of[users]
+        crossing = sources != users
+        sources, users = sources[crossing], users[crossing]
+    width = max(count, 1)
+    keys = ragged.distinct(sources * width + users)
+    return ragged.segments(keys // width, count), keys % width
+
+
+def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_unit: np.ndarray) -> np.ndarray:
+    """Per unit, its core: the first member that is not a Q or DQ, else its first member."""
+    qdq = np.array([op in _QDQ for op in flat.op_types], dtype=bool)
+    cores = members[group_ptr[:-1]].copy()
+    plain = np.flatnonzero(~qdq[members])
+    first_plain = np.full(len(cores), -1, dtype=np.int64)
+    first_plain[member_unit[plain[::-1]]] = plain[::-1]  # the last write wins: the first plain member
+    has_plain = first_plain >= 0
+    cores[has_plain] = members[first_plain[has_plain]]
+    return cores
+
+
+def _sorted_rows(ptr: np.ndarray, values: np.ndarray) -> list[tuple[int, ...]]:
+    """A ragged array as a list of tuples, each row sorted."""
+    owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    flat_values = values[np.lexsort((values, owner))].tolist()
+    return [tuple(flat_values[start:end]) for start, end in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
 
 
 def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
@@ -228,48 +276,42 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in set(zip(ops, domains))}
     constant, constant_tensors = _constant_nodes(flat, engines)
     groups = _group_nodes(flat, folds, constant_tensors)
-    group_of: list[int] | None = None
+    group_of = None
     if len(groups) != len(ops):
-        group_of = [0] * len(ops)
-        for gid, group in enumerate(groups):
-            for index in group:
-                group_of[index] = gid
-    succ = _group_successors(flat, groups, group_of)
+        group_lengths = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+        group_of = np.empty(len(ops), dtype=np.int64)
+        group_of[list(chain.from_iterable(groups))] = np.repeat(np.arange(len(groups), dtype=np.int64), group_lengths)
+    succ_ptr, succ_values = _group_successors(flat, len(groups), group_of)
+    succ = succ_values.tolist()
     # ASAP levels over the group DAG. Groups are ordered by their last node, which is a topological
     # order: edges leave a unit only from its last node (the op, the Q or the epilogue that alone reads it).
-    last = [group[-1] for group in groups]
-    order = range(len(groups)) if all(a < b for a, b in zip(last, last[1:])) else sorted(range(len(groups)), key=last.__getitem__)
+    order = np.argsort(np.array([group[-1] for group in groups], dtype=np.int64), kind="stable")
     level = [0] * len(groups)
-    for gid in order:
+    bounds = succ_ptr.tolist()
+    for gid in order.tolist():
         next_level = level[gid] + 1
-        for user in succ[gid]:
+        for user in succ[bounds[gid]:bounds[gid + 1]]:
             if level[user] < next_level:
                 level[user] = next_level
-    buckets: list[list[int]] = [[] for _ in range(max(level, default=0) + 1)]
-    for gid in order:  # by level, then by last node (a stable bucket sort)
-        buckets[level[gid]].append(gid)
-    ranked = [gid for bucket in buckets for gid in bucket]
-    position = [0] * len(groups)
-    for pos, gid in enumerate(ranked):
-        position[gid] = pos
+    level_array = np.array(level, dtype=np.int64)
+    ranked_array = order[np.argsort(level_array[order], kind="stable")]  # by level, then by last node
+    ranked = ranked_array.tolist()
+    position_array = np.empty(len(groups), dtype=np.int64)
+    position_array[ranked_array] = np.arange(len(groups), dtype=np.int64)
+    group_ptr, group_members = ragged.from_rows([groups[gid] for gid in ranked])
+    member_unit = np.repeat(np.arange(len(ranked), dtype=np.int64), np.diff(group_ptr))
+    cores = _cores(flat, group_ptr, group_members, member_unit)
+    constant_nodes = np.frombuffer(bytes(constant), dtype=np.uint8).astype(bool)
+    is_constant = np.ones(len(ranked), dtype=bool)
+    np.logical_and.at(is_constant, member_unit, constant_nodes[group_members])
     blockers = _Blockers(flat, supported_ops, label)
-    nodes, cores, unit_engines, unit_blockers, levels, successors = [], [], [], [], [], []
-    for gid in ranked:
-        group = groups[gid]
-        core = next((i for i in group if ops[i] not in _QDQ), group[0]) if len(group) > 1 else group[0]
-        is_constant = constant[core] and all(constant[i] for i in group)
-        engine, blocker = blockers.of(group, core, engines[ops[core], domains[core]], is_constant)
-        nodes.append(tuple(group))
-        cores.append(core)
-        unit_engines.append(engine)
-        unit_blockers.append(blocker)
-        levels.append(level[gid])
-        targets = succ[gid]
-        successors.append((position[targets[0]],) if len(targets) == 1 else tuple(sorted(position[t] for t in targets)))
-    predecessors: list[list[int]] = [[] for _ in groups]
-    for pos, users in enumerate(successors):
-        for user in users:
-            predecessors[user].append(pos)
-    unit_of = [position[g] for g in group_of] if group_of is not None else position
-    return UnitGraph(nodes, cores, unit_engines, unit_blockers, levels, unit_of, successors,
-                     [tuple(p) for p in predecessors])
+    unit_engines, unit_blockers = blockers.of_units(group_ptr, group_members, member_unit, cores, is_constant, engines)
+    nodes = [tuple(groups[gid]) for gid in ranked]
+    levels = level_array[ranked_array].tolist()
+    ranked_succ, owner = ragged.take(succ_ptr, succ_values, ranked_array)
+    targets = position_array[ranked_succ]
+    successors = _sorted_rows(ragged.segments(owner, len(ranked)), targets)
+    by_target = np.lexsort((owner, targets))  # each unit's predecessors in ascending position
+    predecessors = _sorted_rows(ragged.segments(targets[by_target], len(ranked)), owner[by_target])
+    unit_of = (position_array[group_of] if group_of is not None else position_array).tolist()
+    return UnitGraph(nodes, cores.tolist(), unit_engines, unit_blockers, levels, unit_of, successors, predecessors)

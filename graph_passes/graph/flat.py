@@ -249,34 +249,10 @@ class FlatGraph:
         return marks
 
     def _fold_marks(self) -> bytearray:
-        """``folds_to_constant`` as array steps: each step marks the outputs of the nodes whose inputs are
-        all marked, until nothing changes (as many steps as the longest chain of folding nodes, plus one);
-        past FOLD_STEPS steps the one walk in topological order finishes the job."""
-        ptr, ports, input_counts = self.port_arrays
-        node_of = np.repeat(np.arange(self.node_count, dtype=np.int64), np.diff(ptr))
-        is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
-        ins, in_node = ports[is_input], node_of[is_input]
-        written = ~is_input & (ports >= 0)
-        outs, out_node = ports[written], node_of[written]
         kinds: dict[tuple[str, str], bool] = {}
         folding = np.array([kinds.setdefault(op, op[1] in ONNX_DOMAINS and op[0] not in _NOT_FOLDED)
                             for op in zip(self.op_types, self.domains)], dtype=bool)
-        marks = np.append(np.frombuffer(bytes(self.static), dtype=np.uint8).astype(bool), True)  # [-1]: omitted input
-        for _ in range(FOLD_STEPS):
-            waiting = np.zeros(self.node_count, dtype=bool)
-            waiting[in_node[~marks[ins]]] = True
-            grown = marks.copy()
-            grown[outs[(folding & ~waiting)[out_node]]] = True
-            if np.array_equal(grown, marks):
-                return bytearray(marks[:-1].astype(np.uint8).tobytes())
-            marks = grown
-        done = bytearray(marks[:-1].astype(np.uint8).tobytes())
-        for index, ins_of in enumerate(self.inputs):  # nodes are in topological order
-            if folding[index] and all(t < 0 or done[t] for t in ins_of):
-                for tensor in self.outputs[index]:
-                    if tensor >= 0:
-                        done[tensor] = 1
-        return done
+        return constant_closure(self, bytearray(self.static), folding)[1]
 
     def constant_value(self, tensor: int) -> np.ndarray | None:
         if tensor in self._values:
@@ -296,6 +272,38 @@ class FlatGraph:
         if table is None:
             table = self.__dict__["_initializers"] = {init.name: init for init in self.model.graph.initializer}
         return table[name]
+
+
+def constant_closure(graph: FlatGraph, seeds: bytearray, eligible: np.ndarray) -> tuple[bytearray, bytearray]:
+    """(nodes, tensors) computed from the ``seeds`` tensors alone: an ``eligible`` node whose inputs all
+    are (omitted ones count), and its outputs. As array steps: each step marks the nodes whose inputs
+    are all marked, until nothing changes (the longest chain of such nodes, plus one step); past
+    FOLD_STEPS steps one walk in topological order finishes the job."""
+    ptr, ports, input_counts = graph.port_arrays
+    node_of = np.repeat(np.arange(graph.node_count, dtype=np.int64), np.diff(ptr))
+    is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
+    ins, in_node = ports[is_input], node_of[is_input]
+    written = ~is_input & (ports >= 0)
+    outs, out_node = ports[written], node_of[written]
+    marks = np.append(np.frombuffer(bytes(seeds), dtype=np.uint8).astype(bool), True)  # [-1]: an omitted input
+    for _ in range(FOLD_STEPS):
+        waiting = np.zeros(graph.node_count, dtype=bool)
+        waiting[in_node[~marks[ins]]] = True
+        nodes = eligible & ~waiting
+        grown = marks.copy()
+        grown[outs[nodes[out_node]]] = True
+        if np.array_equal(grown, marks):
+            return bytearray(nodes.astype(np.uint8).tobytes()), bytearray(marks[:-1].astype(np.uint8).tobytes())
+        marks = grown
+    node_marks = bytearray(graph.node_count)
+    tensor_marks = bytearray(seeds)
+    for index, ins_of in enumerate(graph.inputs):  # nodes are in topological order
+        if eligible[index] and all(t < 0 or tensor_marks[t] for t in ins_of):
+            node_marks[index] = 1
+            for tensor in graph.outputs[index]:
+                if tensor >= 0:
+                    tensor_marks[tensor] = 1
+    return node_marks, tensor_marks
 
 
 def _types(typed: onnx.GraphProto, graph: onnx.GraphProto, ids: dict[str, int],

@@ -50,8 +50,11 @@ def independence_problem(analysis: Analysis, a: Task, b: Task) -> str | None:
 
 def _own_mask(task: Task) -> int:
     """Bit j set <=> unit task.lo + j belongs to the task."""
-    lo, mask = task.units[0], 0
-    for unit in task.units:
+    units = task.units
+    if len(units) == 1:
+        return 1
+    lo, mask = units[0], 0
+    for unit in units:
         mask |= 1 << (unit - lo)
     return mask
 
@@ -128,12 +131,15 @@ def _search(analysis: Analysis, fusable: list[Task], starts: _Starts, at: dict[i
     window = analysis.reach.window
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
+    others = {engine: starts.others[engine.value] for engine in {task.engine for task in fusable}}
     for i, a in enumerate(fusable):
         own = partners[a.id]
         if len(own) >= MAX_PARTNERS:
             continue
         a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
-        candidates = starts.after(a.engine, a_lo) & ~a_reach
+        chunks, start = others[a.engine], a_lo + 1  # starts.after(a.engine, a_lo), inlined: the inner loop
+        c, r = start >> 6, start & 63
+        candidates = ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK & ~a_reach
         while candidates:
             low = candidates & -candidates
             candidates ^= low

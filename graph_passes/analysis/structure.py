@@ -213,6 +213,13 @@ class Structures:
             self.prepare((task,))
         return self._tasks[task.id]
 
+    def task_keys(self, tasks: Sequence[Task]) -> list[int]:
+        """``task`` of many tasks."""
+        keys = self._tasks
+        if any(task.id not in keys for task in tasks):
+            self.prepare(tasks)
+        return [keys[task.id] for task in tasks]
+
     def prepare(self, tasks: Sequence[Task]) -> None:
         """Keys, boundaries and bakeable tensors of many tasks at once, as array processing over the
         flat graph (ragged.py): numpy steps over every port of every task, one Python step per task.

@@ -44,12 +44,6 @@ class Task(NamedTuple):
         return self.engine in FUSABLE_ENGINES
 
 
-def _joinable(engine: Engine, task_engine: Engine) -> bool:
-    if engine is Engine.FREE:
-        return True
-    return engine is task_engine or task_engine is Engine.FREE
-
-
 def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> list[Task]:
     """``op_types`` lists the op type of every node, by node index."""
     count = len(graph)
@@ -57,19 +51,22 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
     task_of: list[int | None] = [None] * count
     members: list[list[int]] = []
     engines: list[Engine] = []
+    free, opaque = Engine.FREE, Engine.OPAQUE
+    unit_engines, blockers, predecessors, successors = graph.engine, graph.blocker, graph.predecessors, graph.successors
     for position in range(count):
-        engine = graph.engine[position]
-        if graph.blocker[position] is not None or engine is Engine.OPAQUE:
+        engine = unit_engines[position]
+        if blockers[position] is not None or engine is opaque:
             continue
-        preds = graph.predecessors[position]
+        preds = predecessors[position]
         chosen = None
         for pred in () if lone[position] else preds:
             task = task_of[pred]
             if task is None or len(members[task]) >= MAX_TASK_UNITS or lone[pred]:
                 continue
-            if len(graph.successors[pred]) > 1:
+            if len(successors[pred]) > 1:
                 continue
-            if not _joinable(engine, engines[task]):
+            joined = engines[task]  # joinable: views join anything, anything joins views, else one engine
+            if not (engine is free or joined is engine or joined is free):
                 continue
             others = [p for p in preds if task_of[p] != task]
             if not others or reach.first_path(members[task], others) is None:
@@ -79,7 +76,7 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
             chosen = len(members)
             members.append([])
             engines.append(engine)
-        elif engines[chosen] is Engine.FREE:
+        elif engines[chosen] is free:
             engines[chosen] = engine  # a view chain takes the engine of the work joining it
         members[chosen].append(position)
         task_of[position] = chosen

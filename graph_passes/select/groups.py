@@ -52,7 +52,14 @@ class _Scores:
         self._verdicts: dict[tuple, Verdict] = {}
 
     def __call__(self, tasks: tuple[Task, ...]) -> Verdict:
-        key = tuple(map(self.structures.task, tasks))
+        return self._verdict(tasks, tuple(self.structures.task_keys(tasks)))
+
+    def pairs(self, firsts: list[Task], seconds: list[Task]) -> list[Verdict]:
+        """The verdicts of many pairs (firsts[i], seconds[i])."""
+        keys = zip(self.structures.task_keys(firsts), self.structures.task_keys(seconds))
+        return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
+
+    def _verdict(self, tasks: tuple[Task, ...], key: tuple) -> Verdict:
         if self.per_instance:
             key += tuple(task.id for task in tasks)
         verdict = self._verdicts.get(key)
@@ -161,9 +168,10 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
     score = _Scores(analysis, scorer)
     scored: list[tuple] = []
     tasks_by_id, level_range = analysis.tasks, analysis.level_range
-    for pair in candidates.pairs:
-        first, second = tasks_by_id[pair.first], tasks_by_id[pair.second]
-        verdict = score((first, second))
+    firsts = [tasks_by_id[pair.first] for pair in candidates.pairs]
+    seconds = [tasks_by_id[pair.second] for pair in candidates.pairs]
+    rejections: dict[int, str] = {}  # id(verdict) -> the reason it words (equal structures share a verdict)
+    for first, second, verdict in zip(firsts, seconds, score.pairs(firsts, seconds)):
         if verdict.accepted:
             # Pairs that become ready together first: groups on one ASAP level can never close a cycle
             # (every quotient edge then goes up a level), while pairing early with late work across two
@@ -172,8 +180,11 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
             gap = max(0, max(low_a, low_b) - min(high_a, high_b))
             scored.append((gap, -verdict.gain, first.units[0], second.units[0], Group((first, second), verdict)))
         else:
-            for task in (first, second):
-                reasons.setdefault(task.id, f"best partner rejected by {scorer.name} scorer: {verdict.reason}")
+            reason = rejections.get(id(verdict))
+            if reason is None:
+                reason = rejections[id(verdict)] = f"best partner rejected by {scorer.name} scorer: {verdict.reason}"
+            reasons.setdefault(first.id, reason)
+            reasons.setdefault(second.id, reason)
     scored.sort()  # (first.lo, second.lo) is unique per pair: the groups themselves are never compared
     used: set[int] = set()
     chosen: list[Group] = []

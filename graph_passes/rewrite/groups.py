@@ -19,6 +19,7 @@ initializer as an input and mean constants, so those entries are dropped when th
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,45 +62,71 @@ def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call])
 
     ``slots`` lists (kind, index): kind 0 an original node, 1 a call. Nodes are taken in list order;
     one whose inputs are not all produced yet waits and is released the moment its last input is,
-    so the order is linear to compute and deterministic. A cycle leaves nodes unreleased."""
-    if _in_order(flat, slots, calls):
+    so the order is linear to compute and deterministic. A cycle leaves nodes unreleased.
+    While no slot waits, every slot up to the next one reading a tensor made at or after it is ready:
+    those runs are taken at once."""
+    table = _slot_ports(flat, slots, calls)
+    if table.in_order:
         return list(range(len(slots)))
-    produced = bytearray(len(flat.names))
-    for tensor, source in enumerate(flat.producer):
-        if source < 0:
-            produced[tensor] = 1  # graph inputs and initializers
-    ins = [calls[index].inputs if kind else flat.inputs[index] for kind, index in slots]
-    outs = [calls[index].outputs if kind else flat.outputs[index] for kind, index in slots]
+    count = len(slots)
+    made_at = table.made_at.tolist()
+    late = sorted(set(table.late_readers.tolist()))
+    emitted = bytearray(count + 1)  # [count]: made by no slot (inside a fused node): never
     waiting: dict[int, list[int]] = {}
-    missing = [0] * len(slots)
+    missing: dict[int, int] = {}
     order: list[int] = []
-    for slot in range(len(slots)):
-        need = {tensor for tensor in ins[slot] if tensor >= 0 and not produced[tensor]}
+    slot = 0
+    while slot < count:
+        if not waiting:  # nothing is held back: every slot before the next late reader is ready
+            run_end = late[bisect.bisect_left(late, slot)] if late and late[-1] >= slot else count
+            if run_end > slot:
+                order.extend(range(slot, run_end))
+                emitted[slot:run_end] = b"\x01" * (run_end - slot)
+                slot = run_end
+                continue
+        kind, index = slots[slot]
+        ins = calls[index].inputs if kind else flat.inputs[index]
+        for tensor in ins:  # (most slots are ready: no set built for them)
+            if tensor >= 0 and not emitted[made_at[tensor]] and made_at[tensor] >= 0:
+                need = {t for t in ins if t >= 0 and made_at[t] >= 0 and not emitted[made_at[t]]}
+                break
+        else:
+            need = None
         if need:
             missing[slot] = len(need)
             for tensor in need:
                 waiting.setdefault(tensor, []).append(slot)
-            continue
-        stack = [slot]
-        while stack:
-            ready = stack.pop()
-            order.append(ready)
-            for tensor in outs[ready]:
-                if tensor >= 0:
-                    produced[tensor] = 1
-                    if tensor in waiting:
-                        for waiter in waiting.pop(tensor):
-                            missing[waiter] -= 1
-                            if missing[waiter] == 0:
-                                stack.append(waiter)
-    if len(order) != len(slots):
+        else:
+            stack = [slot]
+            while stack:
+                ready = stack.pop()
+                order.append(ready)
+                emitted[ready] = 1
+                kind, index = slots[ready]
+                for tensor in calls[index].outputs if kind else flat.outputs[index]:
+                    for waiter in waiting.pop(tensor, ()):
+                        missing[waiter] -= 1
+                        if missing[waiter] == 0:
+                            stack.append(waiter)
+        slot += 1
+    if len(order) != count:
         raise HexfuseError("internal error: fusing the chosen groups closes a cycle")
     return order
 
 
-def _in_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> bool:
-    """Whether the slots are already in a topological order (usually they are: a fused node takes the
-    place of its first member), checked for all slots at once."""
+@dataclass(frozen=True)
+class _SlotPorts:
+    made_at: np.ndarray  # tensor -> the slot making it; -1 for graph inputs and initializers, len(slots) for none
+    late_readers: np.ndarray  # slots reading a tensor made at or after them (or never)
+
+    @property
+    def in_order(self) -> bool:
+        return not len(self.late_readers)
+
+
+def _slot_ports(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> _SlotPorts:
+    """Where each tensor is made and which slots read one made later, for all slots at once: usually
+    none (the slots are already in a topological order: a fused node takes the place of its first member)."""
     kinds = np.array([kind for kind, _ in slots], dtype=bool)
     indices = np.array([index for _, index in slots], dtype=np.int64)
     node_slots = np.flatnonzero(~kinds)
@@ -116,7 +143,12 @@ def _in_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Cal
     made_at = np.where(np.array(flat.producer, dtype=np.int64) >= 0, len(slots), -1)
     made_at[writes[writes >= 0]] = writers[writes >= 0]
     read = reads >= 0
-    return bool((made_at[reads[read]] < readers[read]).all())
+    return _SlotPorts(made_at, readers[read][made_at[reads[read]] >= readers[read]])
+
+
+def _in_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> bool:
+    """Whether the slots are already in a topological order, checked for all slots at once."""
+    return _slot_ports(flat, slots, calls).in_order
 
 
 def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedOp], calls: Sequence[Call]) -> onnx.ModelProto:

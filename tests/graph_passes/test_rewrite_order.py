@@ -53,3 +53,55 @@ def test_a_reader_of_a_tensor_hidden_inside_a_fused_node_is_an_error(flat):
     assert not _in_order(flat, slots, calls)
     with pytest.raises(HexfuseError, match="cycle"):
         _order(flat, slots, calls)
+
+
+def _reference_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: list[Call]) -> list[int]:
+    """The order ``_order`` defines, walking every slot: taken in list order, a slot whose inputs are not
+    all made yet waits and is released (last in, first out) the moment its last input is."""
+    produced = bytearray(1 if source < 0 else 0 for source in flat.producer)
+    ins = [calls[index].inputs if kind else flat.inputs[index] for kind, index in slots]
+    outs = [calls[index].outputs if kind else flat.outputs[index] for kind, index in slots]
+    waiting: dict[int, list[int]] = {}
+    missing = [0] * len(slots)
+    order: list[int] = []
+    for slot in range(len(slots)):
+        need = {t for t in ins[slot] if t >= 0 and not produced[t]}
+        if need:
+            missing[slot] = len(need)
+            for tensor in need:
+                waiting.setdefault(tensor, []).append(slot)
+            continue
+        stack = [slot]
+        while stack:
+            ready = stack.pop()
+            order.append(ready)
+            for tensor in outs[ready]:
+                if tensor >= 0:
+                    produced[tensor] = 1
+                    for waiter in waiting.pop(tensor, ()):
+                        missing[waiter] -= 1
+                        if missing[waiter] == 0:
+                            stack.append(waiter)
+    return order
+
+
+@pytest.mark.parametrize("source", ["lm", "gptj_block_qdq", "llama_prefill_decode_qdq", "googlenet_qdq"])
+def test_runs_of_ready_slots_give_the_order_walking_every_slot_gives(tmp_path, source):
+    from pathlib import Path
+
+    from hexfuse.graph_passes import pipeline
+    from hexfuse.graph_passes.cost.cli import scorer_for
+    from hexfuse.tools.synthetic import stacked_lm
+
+    if source == "lm":
+        path = tmp_path / "lm.onnx"
+        path.write_bytes(stacked_lm(8, 16).SerializeToString())
+    else:
+        path = Path(__file__).resolve().parents[2] / "models" / f"{source}.onnx"
+    analyzed = pipeline.analyze_model(path, scorer_for("sm8650", -1e9))  # every candidate the pass may fuse
+    flat = analyzed.analysis.flat
+    calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
+    slots = _slots(flat, calls)
+    assert calls and _order(flat, slots, calls) == _reference_order(flat, slots, calls)
+    if source == "lm":
+        assert not _in_order(flat, slots, calls)  # the slots that wait are what is under test

@@ -162,7 +162,7 @@ class Structures:
             missing = ragged.distinct(missing)
             # Where the schema defines no attribute at all, the checker refuses any: none count, and
             # the node's protobuf is not touched (most nodes of a model: MatMul, Add, Mul, ...).
-            ops, op_index = self._op_table
+            ops, op_index = self.flat.op_table
             takes = np.array([_takes_attributes(*op, self.opset) for op in ops], dtype=bool)[op_index[missing]]
             keys[missing[~takes]] = -1
             graph_nodes = flat.nodes
@@ -172,16 +172,9 @@ class Structures:
         return keys[nodes]
 
     @cached_property
-    def _op_table(self) -> tuple[list[tuple[str, str]], np.ndarray]:
-        """(the distinct ops (type, domain) in order of first use, per node the index of its op there)."""
-        flat, ops = self.flat, {}
-        op_index = [ops.setdefault(op, len(ops)) for op in zip(flat.op_types, flat.domains)]
-        return list(ops), np.array(op_index, dtype=np.int64)
-
-    @cached_property
     def _node_ops(self) -> np.ndarray:
         """Per node: its op (type and domain) as an interned id."""
-        ops, op_index = self._op_table
+        ops, op_index = self.flat.op_table
         return np.array([self._id(("op", *op)) for op in ops], dtype=np.int64)[op_index]
 
     @cached_property

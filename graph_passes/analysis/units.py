@@ -128,8 +128,9 @@ def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> 
     """(nodes, tensors) computed from initializers and constants alone: runtimes fold them, so such
     nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task.
     IR<4 models list weights as inputs too: still weights."""
-    known = np.array([engines[op] is not Engine.OPAQUE for op in zip(flat.op_types, flat.domains)], dtype=bool)
-    return constant_closure(flat, bytearray(flat.initializer), known)
+    ops, op_index = flat.op_table
+    known = np.array([engines[op] is not Engine.OPAQUE for op in ops], dtype=bool)
+    return constant_closure(flat, bytearray(flat.initializer), known[op_index])
 
 
 class _Blockers:
@@ -168,10 +169,9 @@ class _Blockers:
         """``of`` for every unit (ragged members, per unit its core and whether it is constant), as array
         steps; ``of`` itself words the units that have a blocker."""
         flat = self.flat
-        kinds = {key: code for code, key in enumerate(engines)}
-        engine_list = list(engines.values())
-        op_codes = np.array([kinds[op] for op in zip(flat.op_types, flat.domains)], dtype=np.int64)
-        core_engines = op_codes[cores]
+        ops, op_index = flat.op_table
+        engine_list = [engines[op] for op in ops]
+        core_engines = op_index[cores]
         opaque = np.array([engine is Engine.OPAQUE for engine in engine_list], dtype=bool)[core_engines]
         worded = constant | opaque
         faulty = self.first_bad_port >= 0
@@ -272,8 +272,8 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     ``folds``: epilogue op types the target folds into matrix ops (folds.py); ``label`` names nodes;
     ``htp``: non-matrix tasks run as HVX task ops (engines.htp_engine: no DMA class)."""
     label = label or (lambda index: f"#{index} {flat.op_types[index]}")
-    ops, domains = flat.op_types, flat.domains
-    engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in set(zip(ops, domains))}
+    ops = flat.op_types
+    engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in flat.op_table[0]}
     constant, constant_tensors = _constant_nodes(flat, engines)
     groups = _group_nodes(flat, folds, constant_tensors)
     group_of = None

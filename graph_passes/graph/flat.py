@@ -212,6 +212,17 @@ class FlatGraph:
         return arrays
 
     @property
+    def op_table(self) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """(the distinct ops (type, domain) in order of first use, per node the index of its op there):
+        per-op facts are then computed once per distinct op and spread with one index."""
+        table = self.__dict__.get("_op_table")
+        if table is None:
+            ops: dict[tuple[str, str], int] = {}
+            index = [ops.setdefault(op, len(ops)) for op in zip(self.op_types, self.domains)]
+            table = self.__dict__["_op_table"] = (list(ops), np.array(index, dtype=np.int64))
+        return table
+
+    @property
     def consumer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, node ids) of every tensor's consumers, as one ragged array."""
         arrays = self.__dict__.get("_consumers")
@@ -249,10 +260,9 @@ class FlatGraph:
         return marks
 
     def _fold_marks(self) -> bytearray:
-        kinds: dict[tuple[str, str], bool] = {}
-        folding = np.array([kinds.setdefault(op, op[1] in ONNX_DOMAINS and op[0] not in _NOT_FOLDED)
-                            for op in zip(self.op_types, self.domains)], dtype=bool)
-        return constant_closure(self, bytearray(self.static), folding)[1]
+        ops, op_index = self.op_table
+        folding = np.array([domain in ONNX_DOMAINS and op not in _NOT_FOLDED for op, domain in ops], dtype=bool)
+        return constant_closure(self, bytearray(self.static), folding[op_index])[1]
 
     def constant_value(self, tensor: int) -> np.ndarray | None:
         if tensor in self._values:

@@ -189,8 +189,7 @@ def name_groups(analysis: Analysis, selection: Selection, sources: Sources) -> t
     op_types: list[str] = []
     instances: list[list[str]] = []
     fused_nodes: list[FusedNode] = []
-    for group in selection.groups:
-        key = structures.group(group.tasks)
+    for group, key in zip(selection.groups, structures.groups([group.tasks for group in selection.groups])):
         op = op_of_key.get(key)
         if op is None:
             op = op_of_key[key] = len(representatives)

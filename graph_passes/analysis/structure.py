@@ -52,10 +52,14 @@ def _small_integer(kind: TensorType) -> bool:
         return False
 
 
+@cache
+def _hash_factors(length: int) -> np.ndarray:
+    return np.random.default_rng(0x5EED).integers(1, 2**63, size=length, dtype=np.uint64) | np.uint64(1)
+
+
 def _row_hashes(block: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each row of a 2-D integer array (multiply-add with fixed odd factors, modulo 2**64)."""
-    factors = np.random.default_rng(0x5EED).integers(1, 2**63, size=block.shape[1], dtype=np.uint64) | np.uint64(1)
-    return (block.astype(np.uint64) * factors).sum(axis=1, dtype=np.uint64)
+    return (block.astype(np.uint64) * _hash_factors(block.shape[1])).sum(axis=1, dtype=np.uint64)
 
 
 @dataclass(frozen=True)
@@ -336,6 +340,11 @@ class Structures:
         inputs = list(dict.fromkeys(t for ins, _ in bounds for t in ins))
         outputs = [t for _, outs in bounds for t in outs]
         return inputs, outputs
+
+    def groups(self, groups: Sequence[Sequence[Task]]) -> list[int]:
+        """``group`` of many groups (their tasks' codes computed at once)."""
+        self.codes([task for tasks in groups for task in tasks])
+        return [self.group(tasks) for tasks in groups]
 
     def group(self, tasks: Sequence[Task]) -> int:
         """The group up to renaming, baked values included: equal keys may share one op type."""

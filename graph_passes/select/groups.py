@@ -151,7 +151,7 @@ def _cycles(analysis: Analysis, groups: list[Group]) -> list[list[int]]:
 def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dict[int, str]) -> list[Group]:
     """Groups of at most MAX_FUSED_OPS distinct structures (one function each), the best-paying kept.
     Dropping a group never closes a cycle, so what is kept stays acyclic."""
-    keys = [analysis.structures.group(group.tasks) for group in chosen]
+    keys = analysis.structures.groups([group.tasks for group in chosen])
     best: dict[int, tuple[float, int]] = {}
     for key, group in zip(keys, chosen):
         best[key] = min(best.get(key, (0.0, group.tasks[0].lo)), (-group.verdict.gain, group.tasks[0].lo))

@@ -210,3 +210,12 @@ def conv_bn_branches(channels: int = 16, side: int = 16, bn_users: int = 1, per_
 def save(model: onnx.ModelProto, path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def bundled_or_lm(tmp_path, source: str, layers: int = 6) -> str:
+    """A bundled model by name, or for "lm" a small stacked LM (tools/synthetic.py) of ``layers`` layers."""
+    if source != "lm":
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models", f"{source}.onnx")
+    from hexfuse.tools.synthetic import stacked_lm
+
+    return save(stacked_lm(layers, 16), tmp_path / "lm.onnx")

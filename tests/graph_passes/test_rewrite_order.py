@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.rewrite.groups import Call, _in_order, _order
+from tests.builders import bundled_or_lm
 
 
 @pytest.fixture
@@ -87,17 +88,10 @@ def _reference_order(flat: FlatGraph, slots: list[tuple[int, int]], calls: list[
 
 @pytest.mark.parametrize("source", ["lm", "gptj_block_qdq", "llama_prefill_decode_qdq", "googlenet_qdq"])
 def test_runs_of_ready_slots_give_the_order_walking_every_slot_gives(tmp_path, source):
-    from pathlib import Path
-
     from hexfuse.graph_passes import pipeline
     from hexfuse.graph_passes.cost.cli import scorer_for
-    from hexfuse.tools.synthetic import stacked_lm
 
-    if source == "lm":
-        path = tmp_path / "lm.onnx"
-        path.write_bytes(stacked_lm(8, 16).SerializeToString())
-    else:
-        path = Path(__file__).resolve().parents[2] / "models" / f"{source}.onnx"
+    path = bundled_or_lm(tmp_path, source, layers=8)
     analyzed = pipeline.analyze_model(path, scorer_for("sm8650", -1e9))  # every candidate the pass may fuse
     flat = analyzed.analysis.flat
     calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]

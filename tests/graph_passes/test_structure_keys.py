@@ -12,6 +12,7 @@ from hexfuse.graph_passes.analysis import structure
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.load.model import load_model
 from hexfuse.tools.synthetic import stacked_lm
+from tests.builders import bundled_or_lm
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 
@@ -39,12 +40,7 @@ def _partition(keys: list) -> list[list[int]]:
 
 @pytest.mark.parametrize("source", ["gptj_block_qdq", "llama_prefill_decode", "googlenet_qdq", "moe_layer", "lm"])
 def test_batched_keys_group_tasks_as_the_definition_does(tmp_path, source):
-    if source == "lm":
-        path = tmp_path / "lm.onnx"
-        path.write_bytes(stacked_lm(6, 16).SerializeToString())
-    else:
-        path = MODELS / f"{source}.onnx"
-    loaded = load_model(path)
+    loaded = load_model(bundled_or_lm(tmp_path, source))
     analysis = Analysis.of(loaded.model, typed=loaded.inferred.graph)
     tasks = list(analysis.tasks)
     analysis.structures.prepare(tasks[::2])  # two batches and single tasks must agree with one another
@@ -90,12 +86,7 @@ def _reference_code(analysis: Analysis, task) -> tuple:
 
 @pytest.mark.parametrize("source", ["gptj_block_qdq", "googlenet_qdq", "llama_prefill_decode_qdq", "lm"])
 def test_batched_codes_group_tasks_as_the_definition_does(tmp_path, source):
-    if source == "lm":
-        path = tmp_path / "lm.onnx"
-        path.write_bytes(stacked_lm(6, 16).SerializeToString())
-    else:
-        path = MODELS / f"{source}.onnx"
-    loaded = load_model(path)
+    loaded = load_model(bundled_or_lm(tmp_path, source))
     analysis = Analysis.of(loaded.model, typed=loaded.inferred.graph)
     tasks = [task for task in analysis.tasks if task.fusable]
     codes = analysis.structures.codes(tasks[::3]) and analysis.structures.codes(tasks)  # two calls must agree

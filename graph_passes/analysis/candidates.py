@@ -13,6 +13,7 @@ becomes ready at about the same time. Every task left without a partner gets a r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
@@ -24,8 +25,7 @@ PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for par
 MAX_PARTNERS = 4  # independent partners kept per task
 
 
-@dataclass(frozen=True)
-class Pair:
+class Pair(NamedTuple):  # (a tuple: made once per candidate pair, ten thousands of them in an LM)
     first: int  # task ids, first.lo < second.lo
     second: int
 

@@ -46,6 +46,9 @@ def test_every_output_gets_one_rule_per_barrier_mode(source_model: Path, case_fo
                 # serial mode: a task op after a matrix task waits on it through one extra input
                 if rule.serial and matrix_outputs:
                     assert "_s\"" in rule.replacement and "QNN_" in rule.replacement
+                # concurrent mode: task ops read the entry (the _e variant) exactly where there is one
+                entered = any(o.symbol == f"{op.op_type}__enter" for o in expansion.order_ops)
+                assert rule.serial or ('_e", ' in rule.replacement) == entered
 
 
 def test_task_ops_compute_what_the_fused_op_computes(case_for) -> None:

@@ -17,7 +17,13 @@ matrix partner is done, or joined by an early reader before the partner starts: 
 main-thread pass-through ops hold them together, as the fused node's single entry and exit:
 
     QNN_MatMul(HexFuse_k__enter(in_0, in_2), ...)      the matrix work starts once every task input exists
-    HexFuse_k__join(HexFuse_k__t1(in_2), <out_0>)      readers of a task output wait for every other part
+    HexFuse_k__join(HexFuse_k__t1_e(in_2, <enter>), <out_0>)
+                                                       readers of a task output wait for every other part
+
+The task op reads the entry too (its `_e` variant, one more input that only orders): issued before the
+entry, QNN may place its wait, and the checkpoint that signals it, ahead of the matrix work (llama's
+HexFuse_7: the wait shared a checkpoint with an unrelated @Sync on the main list before the group's
+HMX ops). In serial mode the `_s` variant's extra input, the matrix output, already follows the entry.
 
 Pure and deterministic: the same FusedOp gives the same Expansion.
 """
@@ -36,6 +42,7 @@ class TaskOp:
     """A non-matrix task run as a package op of its own (an HVX thread on HTP)."""
     symbol: str
     serial_symbol: str  # the same kernels with one more input: the output of the task before it
+    entry_symbol: str  # the same kernels with one more input: the entry (concurrent mode)
     engine: str
     plan: OpPlan
     inputs: tuple[int, ...]  # fused-op input indices, in the task op's input order
@@ -73,7 +80,7 @@ def _task_op(op: FusedOp, index: int, task: TaskSpec) -> TaskOp:
                   (task,), op.tensors, op.rule, op.predicted_gain)
     # QNN hands a task op its ports as codes: the plan reads them as such, so the quantized kernels
     # take over the vector work next to the ports too (lower/qdq_ports.py)
-    return TaskOp(symbol, f"{symbol}_s", task.engine, plan_fused_op(sub, wire_ports=True), inputs, outputs)
+    return TaskOp(symbol, f"{symbol}_s", f"{symbol}_e", task.engine, plan_fused_op(sub, wire_ports=True), inputs, outputs)
 
 
 def _call(symbol: str, inputs: list[str], n_outputs: int = 1, which: int = 0) -> str:
@@ -120,9 +127,11 @@ def _spelt(op: FusedOp, task_op: TaskOp, calls: list[str]) -> str | None:
                 None)
 
 
-def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: bool) -> list[list[str]]:
+def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: bool,
+                entry: str | None) -> list[list[str]]:
     """Per task op, per output: its call (the serial variant waits on the part before it: ``first``,
-    then the previous task op)."""
+    then the previous task op; concurrent, the entry variant waits on the ``entry``, so that QNN
+    cannot issue the task op, and so place its wait, ahead of the fused node's entry)."""
     calls: list[list[str]] = []
     after = first
     for task_op in expanded:
@@ -130,6 +139,8 @@ def _task_calls(op: FusedOp, expanded: list[TaskOp], first: str | None, serial: 
         symbol = task_op.symbol
         if serial and after is not None:
             symbol, inputs = task_op.serial_symbol, [*inputs, after]
+        elif not serial and entry is not None:
+            symbol, inputs = task_op.entry_symbol, [*inputs, entry]
         n = len(task_op.outputs)
         calls.append([_call(symbol, inputs, n, which) for which in range(n)])
         # (left implicit where it cannot be spelt: it then takes the size of its reader)
@@ -155,7 +166,7 @@ def expand_fused_op(op: FusedOp) -> Expansion:
     rules = [Rule(j, serial, expr) for j, expr in sorted(exprs.items()) for serial in (False, True)]
     join = OrderOp(f"{op.op_type}__join", len(parts) + len(live)) if len(parts) + len(live) > 1 else None
     for serial in (False, True):
-        calls = _task_calls(op, live, parts[0] if parts else None, serial)
+        calls = _task_calls(op, live, parts[0] if parts else None, serial, next(iter(through.values()), None))
         spelt = [_spelt(op, t, cs) for t, cs in zip(live, calls)]
         for k, task_op in enumerate(live):
             # a join on every task output: its readers wait for every other part (exit of the fused node);

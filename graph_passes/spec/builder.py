@@ -132,11 +132,12 @@ def group_op_type(analysis: Analysis, tasks: tuple[Task, ...], number: int) -> s
 def port_wire(analysis: Analysis, tensor: int, is_input: bool) -> tuple[QuantSpec | None, bool]:
     """(encoding, static) of a fused-op port on the QNN EP: the DQ feeding it (an input) or the Q
     reading it (an output), both left outside the fused node, fold into it (qdq_boundary.py); a
-    DQ(initializer) port arrives as a STATIC quantized tensor (weights)."""
+    DQ(initializer) port arrives as a STATIC quantized tensor (weights). The EP folds an output's
+    *first* consumer only (udo_fusion.cc): a Q read after another reader leaves the port float32."""
     flat = analysis.flat
     wanted = "DequantizeLinear" if is_input else "QuantizeLinear"
     source = flat.producer[tensor]
-    nodes = ([source] if source >= 0 else []) if is_input else flat.consumers[tensor]
+    nodes = ([source] if source >= 0 else []) if is_input else flat.consumers[tensor][:1]
     for index in nodes:
         if flat.op_types[index] == wanted and flat.domains[index] in ONNX_DOMAINS:
             wire = _quant_of(analysis, index)

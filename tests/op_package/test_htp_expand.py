@@ -46,6 +46,9 @@ def test_every_output_gets_one_rule_per_barrier_mode(source_model: Path, case_fo
                 # serial mode: a task op after a matrix task waits on it through one extra input
                 if rule.serial and matrix_outputs:
                     assert "_s\"" in rule.replacement and "QNN_" in rule.replacement
+                # concurrent mode: task ops read the entry (the _e variant) exactly where there is one
+                entered = any(o.symbol == f"{op.op_type}__enter" for o in expansion.order_ops)
+                assert rule.serial or ('_e", ' in rule.replacement) == entered
 
 
 def test_task_ops_compute_what_the_fused_op_computes(case_for) -> None:
@@ -144,7 +147,8 @@ def test_pass_refuses_matrix_work_qnn_ops_cannot_take(tmp_path) -> None:
 def test_entry_and_joins_hold_the_parts_together_in_both_barrier_modes(case_for) -> None:
     """The matrix work reads its activation through the entry op, which waits on every non-constant input
     of the task ops; every task output is a join that waits on the matrix work. Main-thread copies, the
-    same in both barrier modes: the serial variant's extra input stays the one difference."""
+    same in both barrier modes. The task op's extra ordering input is the one difference: the entry
+    (the _e variant, concurrent) or the matrix output (the _s variant, serial)."""
     case = case_for(ROOT / "models" / "gptj_block_qdq.onnx")
     for op in case.spec.fused_ops:
         expansion = expand_fused_op(op)
@@ -160,11 +164,21 @@ def test_entry_and_joins_hold_the_parts_together_in_both_barrier_modes(case_for)
                 assert join not in rule and rule == rules[(j, not serial)]
             else:
                 assert rule.startswith(f'Op("{join}", Op("{op.op_type}__t') and "QNN_MatMul" in rule
-                assert ('_s", ' in rule) == serial
+                (task_op,) = [t for t in expansion.task_ops if j in t.outputs]
+                symbol = task_op.serial_symbol if serial else task_op.entry_symbol
+                call = f'Op("{symbol}", ' + ", ".join(f'"in_{i}"' for i in task_op.inputs) + ", WITH_SIZE("
+                assert rule.startswith(f'Op("{join}", {call}'), rule
+                # the extra input: (serial) the matrix work, which reads the entry; else the entry itself
+                after = rule[len(f'Op("{join}", {call}'):]
+                first = "QNN_MatMul" if serial else f'Op("{enter}", '
+                assert after.index(first) == min(after.index(k) for k in ("QNN_MatMul", f'Op("{enter}", '))
         glue = render_package(case.spec)[f"src/ops/{op.op_type}.cpp"]
         for symbol in (enter, join):  # no resource flag: the main thread, in program order
             assert f'DEF_PACKAGE_OP_AND_COST_AND_FLAGS(({symbol}_impl), "{symbol}", FAST)' in glue
             assert f"GraphStatus {symbol}_impl(Tensor& out, const Tensor& in_0" in glue
+        for task_op in expansion.task_ops:  # both ordering variants run on an HVX thread
+            for symbol in (task_op.serial_symbol, task_op.entry_symbol):
+                assert f'(({symbol}_impl), "{symbol}", SNAIL, Flags::RESOURCE_HVX)' in glue
 
 
 def test_task_ops_take_codes_ports_handed_over_as_plain_float(case_for) -> None:

@@ -43,8 +43,9 @@ Qnn_Param_t serial_default() {
 
 Qnn_Param_t g_serial_default = serial_default();
 
-// Task t1 (vector) as its own op. The _s variant takes one more input, the output
-// of the task before it: the barrier switch (serial = 1) orders the two through that data edge.
+// Task t1 (vector) as its own op. The _s and _e variants take one more input that
+// only orders: the output of the task before it (the barrier switch, serial = 1) or the fused node's
+// entry (concurrent: the task op is issued after the entry, so its wait cannot fall before the node).
 GraphStatus HexFuse_0_golden__t1_impl(
     Tensor& out_0,
     const Tensor& in_0) {
@@ -54,6 +55,13 @@ GraphStatus HexFuse_0_golden__t1_impl(
 }
 
 GraphStatus HexFuse_0_golden__t1_s_impl(
+    Tensor& out_0,
+    const Tensor& in_0,
+    const Tensor& /*after*/) {
+    return HexFuse_0_golden__t1_impl(out_0, in_0);
+}
+
+GraphStatus HexFuse_0_golden__t1_e_impl(
     Tensor& out_0,
     const Tensor& in_0,
     const Tensor& /*after*/) {
@@ -77,11 +85,15 @@ DEF_PACKAGE_PARAM_ORDER("HexFuse_0_golden", "serial", false, &g_serial_default)
 
 DEF_PACKAGE_OP_AND_COST_AND_FLAGS((HexFuse_0_golden__t1_impl), "HexFuse_0_golden__t1", SNAIL, Flags::RESOURCE_HVX)
 DEF_PACKAGE_OP_AND_COST_AND_FLAGS((HexFuse_0_golden__t1_s_impl), "HexFuse_0_golden__t1_s", SNAIL, Flags::RESOURCE_HVX)
+DEF_PACKAGE_OP_AND_COST_AND_FLAGS((HexFuse_0_golden__t1_e_impl), "HexFuse_0_golden__t1_e", SNAIL, Flags::RESOURCE_HVX)
 // The kernels read and write dense row-major data in main memory.
 DEF_TENSOR_PROPERTIES(Op("HexFuse_0_golden__t1", "in_0"),
                       Outputs("out_0"),
                       Flat("..."), MainMemory("..."))
 DEF_TENSOR_PROPERTIES(Op("HexFuse_0_golden__t1_s", "in_0", "after"),
+                      Outputs("out_0"),
+                      Flat("..."), MainMemory("..."))
+DEF_TENSOR_PROPERTIES(Op("HexFuse_0_golden__t1_e", "in_0", "after"),
                       Outputs("out_0"),
                       Flat("..."), MainMemory("..."))
 
@@ -104,7 +116,7 @@ DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),
     AND(EQ(DIM_OF("sel", 3), 1), EQ(CONSTVAL_INT("serial", 0), 0)),
-    Op("HexFuse_0_golden__join", Op("HexFuse_0_golden__t1", "in_2"), WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))))
+    Op("HexFuse_0_golden__join", Op("HexFuse_0_golden__t1_e", "in_2", WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2")))), WITH_SIZE(gen_Shape(1, 1, 2, 4), WITH_OUTPUT_TYPE(DType::Float32, 0, 1.0f, Op(FROM_DEFAULT_PACKAGE("QNN_MatMul"), WITH_SIZE(gen_Shape(1, 1, 2, 3), WITH_TYPE("in_0", Op("HexFuse_0_golden__enter", "in_0", "in_2"))), "in_1", gen_ConstArr_f32(0.0f, 4), gen_ConstScalar_i32(0), gen_ConstScalar_i32(0))))))
 
 DEF_PACKAGE_OPTIMIZATION(GRAPH_CLEANUP,
     Op("$Out", Op("HexFuse_0_golden", "in_0", "in_1", "in_2", "serial"), "sel"),

@@ -212,7 +212,8 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
         work = sum(costs.run[i] - costs.overhead[i] for i in members)  # one thread, one launch, no dispatches
         extra = target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte)  # launch + port copies
         first = min(rank[i] for i in members)
-        task_ops.append(add("vec", work + extra, outer_preds(members), (first[0], first[1] - 1), "the task op"))
+        # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): it starts after it
+        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first[0], first[1] - 1), "the task op"))
         task_ns += work
         added += extra
     preds[matrix[0]] |= {entry}

@@ -132,6 +132,8 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
                                            + 2 * TARGET.qnn_hvx_op_ns + 1024 * TARGET.hvx_ns_per_byte)
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.latency_ns < original
+    entry, task_op = len(schedule.ops), len(schedule.ops) + 1  # added in this order
+    assert entry in fused.graph.preds[task_op] and after.starts[task_op] >= after.ends[entry]  # the task op reads it
     reader = 2
     assert after.starts[reader] >= max(after.ends[i] for i in range(4, len(after.ends)) if fused.graph.lanes[i] == "main")
 

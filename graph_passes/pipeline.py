@@ -259,10 +259,12 @@ def _serialized(path: Path, fused: onnx.ModelProto) -> bytes:
     except Exception:  # protobuf's EncodeError on a message over its limit
         model_bytes = None
     if model_bytes is None or len(model_bytes) > PROTOBUF_LIMIT:
-        raise HexfuseError(
-            f"{path}: the fused model would be {fused.ByteSize() / 2**30:.2f} GiB, over protobuf's 2 GiB limit; "
-            "writing fused models with external data is not supported yet"
-        )
+        try:
+            size = f"{fused.ByteSize() / 2**30:.2f} GiB"
+        except Exception:  # protobuf may refuse to size it too
+            size = "over 2 GiB"
+        raise HexfuseError(f"{path}: the fused model would be {size}, over protobuf's 2 GiB limit; "
+                           "writing fused models with external data is not supported yet")
     return model_bytes
 
 

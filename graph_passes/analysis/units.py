@@ -252,10 +252,8 @@ def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_u
     qdq = np.array([op in _QDQ for op in flat.op_types], dtype=bool)
     cores = members[group_ptr[:-1]].copy()
     plain = np.flatnonzero(~qdq[members])
-    first_plain = np.full(len(cores), -1, dtype=np.int64)
-    first_plain[member_unit[plain[::-1]]] = plain[::-1]  # the last write wins: the first plain member
-    has_plain = first_plain >= 0
-    cores[has_plain] = members[first_plain[has_plain]]
+    units, first = np.unique(member_unit[plain], return_index=True)  # each unit's first plain member
+    cores[units] = members[plain[first]]
     return cores
 
 

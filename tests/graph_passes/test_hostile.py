@@ -160,3 +160,28 @@ def test_cli_never_shows_a_traceback(tmp_path, capsys, monkeypatch, case):
     assert code in (0, 1)
     if code == 1:
         assert len([line for line in err.splitlines() if line.startswith("hexfuse: error:")]) == 1
+
+
+class _Unwritable:
+    """A fused model protobuf refuses to serialize (over its 2 GiB limit), sized or not."""
+
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+
+    def SerializeToString(self) -> bytes:
+        raise ValueError("Message onnx.ModelProto exceeds maximum protobuf size of 2GB")
+
+    def ByteSize(self) -> int:
+        if self.size is None:
+            raise ValueError("too large to size")
+        return self.size
+
+
+@pytest.mark.parametrize("size, words", [(3 * 2**30, "3.00 GiB"), (None, "over 2 GiB")])
+def test_a_fused_model_over_protobufs_limit_is_one_clear_error(size, words):
+    from pathlib import Path
+
+    from hexfuse.graph_passes.pipeline import _serialized
+
+    with pytest.raises(HexfuseError, match=f"m.onnx: the fused model would be {words}, over protobuf's 2 GiB limit"):
+        _serialized(Path("m.onnx"), _Unwritable(size))

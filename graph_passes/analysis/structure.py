@@ -136,19 +136,24 @@ class Structures:
         return marks
 
     @cached_property
+    def _quantized_marks(self) -> np.ndarray:
+        """``quantized`` as a bool array."""
+        return np.frombuffer(bytes(self.quantized), dtype=np.uint8).astype(bool)
+
+    @cached_property
     def _signatures(self) -> np.ndarray:
         """Per tensor: type id, static and quantized flags in one int (unknown types stay negative)."""
         flat = self.flat
         kinds = np.array(flat.type_of, dtype=np.int64)
         static = np.frombuffer(bytes(flat.folds_to_constant), dtype=np.uint8).astype(np.int64)
-        quant = np.frombuffer(bytes(self.quantized), dtype=np.uint8).astype(np.int64)
+        quant = self._quantized_marks.astype(np.int64)
         return (kinds << 2) | (static << 1) | quant
 
     @cached_property
     def _may_bake(self) -> np.ndarray:
         """Tensors whose values a kernel generator might bake: quantized ones and constants."""
         flat = self.flat
-        marks = np.frombuffer(bytes(self.quantized), dtype=np.uint8).astype(bool)
+        marks = self._quantized_marks.copy()
         marks |= np.frombuffer(bytes(flat.static), dtype=np.uint8).astype(bool)
         for index, op_type in enumerate(flat.op_types):
             if op_type == "Constant":
@@ -376,7 +381,7 @@ class Structures:
         missing = ragged.distinct(tensors[known[tensors] < 0])
         if len(missing):
             may_hold = self._small_integer_types[np.array(self.flat.type_of, dtype=np.int64)[missing]]
-            may_hold |= np.frombuffer(bytes(self.quantized), dtype=np.uint8)[missing].astype(bool)
+            may_hold |= self._quantized_marks[missing]
             known[missing[~may_hold]] = self._id(("baked", None, None))  # what _baked gives them
             for tensor in missing[may_hold].tolist():
                 known[tensor] = self._baked(tensor)

@@ -192,9 +192,9 @@ class _Blockers:
     def _shape_arithmetic(self) -> np.ndarray:
         """``is_shape_arithmetic`` of every node."""
         flat = self.flat
-        ptr, ports, input_counts = flat.port_arrays
-        node_of = np.repeat(np.arange(flat.node_count, dtype=np.int64), np.diff(ptr))
-        is_output = np.arange(len(ports), dtype=np.int64) - ptr[node_of] >= input_counts[node_of]
+        ports = flat.port_arrays[1]
+        node_of, is_input = flat.port_owners
+        is_output = ~is_input
         like = np.append(np.array(self.shape_like, dtype=bool), False)  # [-1]: unknown type
         kinds = np.array(flat.type_of, dtype=np.int64)[ports[is_output]]
         fine = like[np.where(ports[is_output] >= 0, kinds, -1)]
@@ -233,9 +233,9 @@ class _Blockers:
 def _group_successors(flat: FlatGraph, count: int, group_of: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Per group, the groups reading its outputs (ascending, each once), as a ragged array; ``group_of``:
     node -> group (None: every node is its own group)."""
-    ptr, ports, input_counts = flat.port_arrays
-    node_of = np.repeat(np.arange(flat.node_count, dtype=np.int64), np.diff(ptr))
-    written = (np.arange(len(ports), dtype=np.int64) - ptr[node_of] >= input_counts[node_of]) & (ports >= 0)
+    ports = flat.port_arrays[1]
+    node_of, is_input = flat.port_owners
+    written = ~is_input & (ports >= 0)
     users, pair = ragged.take(*flat.consumer_arrays, ports[written])
     sources = node_of[written][pair]
     if group_of is not None:

@@ -212,6 +212,17 @@ class FlatGraph:
         return arrays
 
     @property
+    def port_owners(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per port of ``port_arrays``: its node, and whether it is an input (else an output)."""
+        owners = self.__dict__.get("_port_owners")
+        if owners is None:
+            ptr, ports, input_counts = self.port_arrays
+            node_of = np.repeat(np.arange(self.node_count, dtype=np.int64), np.diff(ptr))
+            is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
+            owners = self.__dict__["_port_owners"] = (node_of, is_input)
+        return owners
+
+    @property
     def op_table(self) -> tuple[list[tuple[str, str]], np.ndarray]:
         """(the distinct ops (type, domain) in order of first use, per node the index of its op there):
         per-op facts are then computed once per distinct op and spread with one index."""
@@ -289,9 +300,8 @@ def constant_closure(graph: FlatGraph, seeds: bytearray, eligible: np.ndarray) -
     are (omitted ones count), and its outputs. As array steps: each step marks the nodes whose inputs
     are all marked, until nothing changes (the longest chain of such nodes, plus one step); past
     FOLD_STEPS steps one walk in topological order finishes the job."""
-    ptr, ports, input_counts = graph.port_arrays
-    node_of = np.repeat(np.arange(graph.node_count, dtype=np.int64), np.diff(ptr))
-    is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
+    ports = graph.port_arrays[1]
+    node_of, is_input = graph.port_owners
     ins, in_node = ports[is_input], node_of[is_input]
     written = ~is_input & (ports >= 0)
     outs, out_node = ports[written], node_of[written]

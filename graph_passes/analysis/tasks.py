@@ -17,6 +17,7 @@ would tie that branch to every other branch reading the same quantized tensor.
 
 from __future__ import annotations
 
+from itertools import count as count_from
 from typing import NamedTuple
 
 from hexfuse.graph_passes.analysis.reach import Reachability
@@ -47,7 +48,9 @@ class Task(NamedTuple):
 def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> list[Task]:
     """``op_types`` lists the op type of every node, by node index."""
     count = len(graph)
-    lone = [len(nodes) == 1 and op_types[nodes[0]] in ("QuantizeLinear", "DequantizeLinear") for nodes in graph.nodes]
+    qdq = ("QuantizeLinear", "DequantizeLinear")
+    lone = ([len(nodes) == 1 and op_types[nodes[0]] in qdq for nodes in graph.nodes]
+            if any(op in qdq for op in set(op_types)) else [False] * count)
     task_of: list[int | None] = [None] * count
     members: list[list[int]] = []
     engines: list[Engine] = []
@@ -80,4 +83,4 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
             engines[chosen] = engine  # a view chain takes the engine of the work joining it
         members[chosen].append(position)
         task_of[position] = chosen
-    return [Task(i, engines[i], tuple(units)) for i, units in enumerate(members)]  # positions came in ascending
+    return list(map(Task._make, zip(count_from(), engines, map(tuple, members))))  # positions came in ascending

@@ -82,15 +82,19 @@ def _single_consumer(flat: FlatGraph, tensor: int) -> int | None:
 def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[int]:
     """Per node, the node whose unit it joins (itself for a unit's core). ``constant``: tensors
     computed from constants alone."""
-    ops, domains = flat.op_types, flat.domains
+    ops = flat.op_types
     owner = list(range(len(ops)))
     special = {*_QDQ, *folds}
     host_of: dict[int, str] = {}  # matrix ops and the epilogues folded into them -> host op type
     dequantize = []
-    for index, op_type in enumerate(ops):
-        if folds and op_type in HOSTS and is_host(flat, index, constant):
+    table, op_index = flat.op_table
+    hosts = frozenset(HOSTS if folds else ())
+    visited = np.array([domain in ONNX_DOMAINS and (op in special or op in hosts) for op, domain in table], dtype=bool)
+    for index in np.flatnonzero(visited[op_index]).tolist():  # (the other nodes neither host nor join)
+        op_type = ops[index]
+        if op_type in hosts and is_host(flat, index, constant):
             host_of[index] = op_type
-        if op_type not in special or domains[index] not in ONNX_DOMAINS:
+        if op_type not in special:
             continue
         if op_type == "DequantizeLinear":
             dequantize.append(index)
@@ -176,7 +180,7 @@ class _Blockers:
         worded = constant | opaque
         faulty = self.first_bad_port >= 0
         if self.supported_ops is not None:
-            faulty |= np.array([op not in self.supported_ops for op in flat.op_types], dtype=bool)
+            faulty |= np.array([op not in self.supported_ops for op, _ in ops], dtype=bool)[op_index]
         np.logical_or.at(worded, member_unit, faulty[members])
         free = np.array([engine is Engine.FREE for engine in engine_list], dtype=bool)[core_engines]
         to_free = ~free & self._shape_arithmetic()[cores]
@@ -249,7 +253,8 @@ def _group_successors(flat: FlatGraph, count: int, group_of: np.ndarray | None) 
 
 def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_unit: np.ndarray) -> np.ndarray:
     """Per unit, its core: the first member that is not a Q or DQ, else its first member."""
-    qdq = np.array([op in _QDQ for op in flat.op_types], dtype=bool)
+    ops, op_index = flat.op_table
+    qdq = np.array([op in _QDQ for op, _ in ops], dtype=bool)[op_index]
     cores = members[group_ptr[:-1]].copy()
     plain = np.flatnonzero(~qdq[members])
     units, first = np.unique(member_unit[plain], return_index=True)  # each unit's first plain member

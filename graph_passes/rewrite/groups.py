@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import onnx
@@ -55,6 +56,18 @@ def _function(op: FusedOp, body: list[onnx.NodeProto], opsets: list[onnx.Operato
         nodes=body, opset_imports=opsets, attributes=[SERIAL_ATTRIBUTE],
         doc_string=f"hexfuse {op.rule} fusion of {len(op.tasks)} tasks: " + ", ".join(t.engine for t in op.tasks),
     )
+
+
+def _slots(node_count: int, calls: Sequence[Call]) -> list[tuple[int, int]]:
+    """The given node order with each call in place of its first member: (0, node) or (1, call)."""
+    call_at = np.full(node_count, -1, dtype=np.int64)
+    members = np.fromiter(chain.from_iterable(call.nodes for call in calls), dtype=np.int64)
+    call_at[members] = len(calls)  # replaced
+    call_at[[min(call.nodes) for call in calls]] = np.arange(len(calls), dtype=np.int64)
+    kept = np.flatnonzero(call_at != len(calls))
+    called = call_at[kept]
+    is_call = called >= 0
+    return list(zip(is_call.astype(np.int64).tolist(), np.where(is_call, called, kept).tolist()))
 
 
 def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> list[int]:
@@ -127,8 +140,8 @@ class _SlotPorts:
 def _slot_ports(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> _SlotPorts:
     """Where each tensor is made and which slots read one made later, for all slots at once: usually
     none (the slots are already in a topological order: a fused node takes the place of its first member)."""
-    kinds = np.array([kind for kind, _ in slots], dtype=bool)
-    indices = np.array([index for _, index in slots], dtype=np.int64)
+    pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
+    kinds, indices = pairs[0::2].astype(bool), pairs[1::2]
     node_slots = np.flatnonzero(~kinds)
     table = ports(flat, np.arange(len(node_slots) + 1, dtype=np.int64), indices[node_slots])
     tensors, is_input, tensor_slots = table.tensors, table.is_input, node_slots[table.node]
@@ -167,13 +180,7 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
             defined.add(call.op)
             result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
     serial = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
-    first_member = {min(call.nodes): number for number, call in enumerate(calls)}
-    replaced = bytearray(flat.node_count)
-    for call in calls:
-        for index in call.nodes:
-            replaced[index] = 1
-    slots = [(1, first_member[index]) if index in first_member else (0, index)
-             for index in range(flat.node_count) if not replaced[index] or index in first_member]
+    slots = _slots(flat.node_count, calls)
     originals = list(model.graph.node)  # one walk; indexing the repeated field builds a wrapper per access
     nodes: list[onnx.NodeProto] = []
     for slot in _order(flat, slots, calls):
@@ -236,9 +243,11 @@ def written_changes(source: onnx.ModelProto, written: onnx.ModelProto, upgraded_
 
 def _add_output_value_info(graph: onnx.GraphProto, flat: FlatGraph, calls: Sequence[Call]) -> None:
     known = {info.name for info in (*graph.value_info, *graph.output, *graph.input)}
+    added = []
     for call in calls:
         for tensor in call.outputs:
             name = flat.names[tensor]
             if name not in known and tensor in flat.type_source:
-                graph.value_info.append(flat.type_source[tensor])
+                added.append(flat.type_source[tensor])
                 known.add(name)
+    graph.value_info.extend(added)  # (one extend: appending copies message by message through Python)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 import onnx
@@ -138,10 +139,11 @@ class FlatGraph:
         nodes = graph.node
         op_types = [node.op_type for node in nodes]
         domains = [node.domain for node in nodes]
+        minus_one = repeat(-1)
         for index, node in enumerate(nodes):
             # In a sorted, valid graph every input is known by now: one lookup per name, and the
             # slow path (which interns unknown names in order) only for what is not.
-            ins = tuple([get(name, -1) for name in node.input])
+            ins = tuple(map(get, node.input, minus_one))
             if -1 in ins:
                 ins = port_ids(node.input)
             # (reading a protobuf field costs: the attributes only of ops that may hold a subgraph)
@@ -151,7 +153,14 @@ class FlatGraph:
                     explicit[index] = len(ins)
                     ins += port_ids(reads)
             inputs.append(ins)
-            outputs.append(port_ids(node.output))
+            outs = node.output
+            name = outs[0] if len(outs) == 1 else ""
+            if name and name not in ids:  # the usual node: one new output
+                ids[name] = len(names)
+                outputs.append((len(names),))
+                names.append(name)
+            else:
+                outputs.append(port_ids(outs))
         for info in graph.output:
             intern(info.name)
         count = len(names)

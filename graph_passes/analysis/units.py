@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -117,15 +116,14 @@ def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list
     return owner
 
 
-def _group_nodes(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[list[int]]:
-    """Partition node indices into units (lists of node indices), ordered by core."""
-    owner = _owners(flat, folds, constant)
-    if all(owner[i] == i for i in range(len(owner))):
-        return [[i] for i in range(len(owner))]
-    members: dict[int, list[int]] = {}
-    for index, core in enumerate(owner):
-        members.setdefault(core, []).append(index)
-    return [members[core] for core in sorted(members)]
+def _group_nodes(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> tuple[np.ndarray, np.ndarray]:
+    """Partition node indices into units, ordered by core, as a ragged array (offsets, node indices;
+    each unit's nodes ascending)."""
+    owner = np.array(_owners(flat, folds, constant), dtype=np.int64)
+    members = np.argsort(owner, kind="stable")
+    cores = owner[members]
+    starts = np.flatnonzero(np.concatenate(([True], cores[1:] != cores[:-1]))) if len(cores) else cores
+    return np.append(starts, len(cores)), members
 
 
 def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> tuple[bytearray, bytearray]:
@@ -262,11 +260,15 @@ def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_u
     return cores
 
 
+def _rows(ptr: np.ndarray, values: list[int]) -> list[tuple[int, ...]]:
+    """A ragged array (its values as a list) as a list of tuples."""
+    return [tuple(values[start:end]) for start, end in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+
+
 def _sorted_rows(ptr: np.ndarray, values: np.ndarray) -> list[tuple[int, ...]]:
     """A ragged array as a list of tuples, each row sorted."""
     owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
-    flat_values = values[np.lexsort((values, owner))].tolist()
-    return [tuple(flat_values[start:end]) for start, end in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+    return _rows(ptr, values[np.lexsort((values, owner))].tolist())
 
 
 def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
@@ -278,18 +280,18 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     ops = flat.op_types
     engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in flat.op_table[0]}
     constant, constant_tensors = _constant_nodes(flat, engines)
-    groups = _group_nodes(flat, folds, constant_tensors)
+    groups_ptr, groups_members = _group_nodes(flat, folds, constant_tensors)
+    group_count = len(groups_ptr) - 1
     group_of = None
-    if len(groups) != len(ops):
-        group_lengths = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    if group_count != len(ops):
         group_of = np.empty(len(ops), dtype=np.int64)
-        group_of[list(chain.from_iterable(groups))] = np.repeat(np.arange(len(groups), dtype=np.int64), group_lengths)
-    succ_ptr, succ_values = _group_successors(flat, len(groups), group_of)
+        group_of[groups_members] = np.repeat(np.arange(group_count, dtype=np.int64), np.diff(groups_ptr))
+    succ_ptr, succ_values = _group_successors(flat, group_count, group_of)
     succ = succ_values.tolist()
     # ASAP levels over the group DAG. Groups are ordered by their last node, which is a topological
     # order: edges leave a unit only from its last node (the op, the Q or the epilogue that alone reads it).
-    order = np.argsort(np.array([group[-1] for group in groups], dtype=np.int64), kind="stable")
-    level = [0] * len(groups)
+    order = np.argsort(groups_members[groups_ptr[1:] - 1], kind="stable")
+    level = [0] * group_count
     bounds = succ_ptr.tolist()
     for gid in order.tolist():
         next_level = level[gid] + 1
@@ -298,23 +300,22 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
                 level[user] = next_level
     level_array = np.array(level, dtype=np.int64)
     ranked_array = order[np.argsort(level_array[order], kind="stable")]  # by level, then by last node
-    ranked = ranked_array.tolist()
-    position_array = np.empty(len(groups), dtype=np.int64)
-    position_array[ranked_array] = np.arange(len(groups), dtype=np.int64)
-    group_ptr, group_members = ragged.from_rows([groups[gid] for gid in ranked])
-    member_unit = np.repeat(np.arange(len(ranked), dtype=np.int64), np.diff(group_ptr))
+    position_array = np.empty(group_count, dtype=np.int64)
+    position_array[ranked_array] = np.arange(group_count, dtype=np.int64)
+    group_members, member_unit = ragged.take(groups_ptr, groups_members, ranked_array)  # units in rank order
+    group_ptr = ragged.segments(member_unit, group_count)
     cores = _cores(flat, group_ptr, group_members, member_unit)
     constant_nodes = np.frombuffer(bytes(constant), dtype=np.uint8).astype(bool)
-    is_constant = np.ones(len(ranked), dtype=bool)
+    is_constant = np.ones(group_count, dtype=bool)
     np.logical_and.at(is_constant, member_unit, constant_nodes[group_members])
     blockers = _Blockers(flat, supported_ops, label)
     unit_engines, unit_blockers = blockers.of_units(group_ptr, group_members, member_unit, cores, is_constant, engines)
-    nodes = [tuple(groups[gid]) for gid in ranked]
+    nodes = _rows(group_ptr, group_members.tolist())
     levels = level_array[ranked_array].tolist()
     ranked_succ, owner = ragged.take(succ_ptr, succ_values, ranked_array)
     targets = position_array[ranked_succ]
-    successors = _sorted_rows(ragged.segments(owner, len(ranked)), targets)
+    successors = _sorted_rows(ragged.segments(owner, group_count), targets)
     by_target = np.lexsort((owner, targets))  # each unit's predecessors in ascending position
-    predecessors = _sorted_rows(ragged.segments(targets[by_target], len(ranked)), owner[by_target])
+    predecessors = _sorted_rows(ragged.segments(targets[by_target], group_count), owner[by_target])
     unit_of = (position_array[group_of] if group_of is not None else position_array).tolist()
     return UnitGraph(nodes, cores.tolist(), unit_engines, unit_blockers, levels, unit_of, successors, predecessors)

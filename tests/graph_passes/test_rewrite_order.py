@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.rewrite.groups import Call, _in_order, _order
+from hexfuse.graph_passes.rewrite.groups import _slots as rewrite_slots
 from tests.builders import bundled_or_lm
 
 
@@ -96,6 +97,7 @@ def test_runs_of_ready_slots_give_the_order_walking_every_slot_gives(tmp_path, s
     flat = analyzed.analysis.flat
     calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
     slots = _slots(flat, calls)
+    assert rewrite_slots(flat.node_count, calls) == slots  # the rewrite's own slots, in array steps
     assert calls and _order(flat, slots, calls) == _reference_order(flat, slots, calls)
     if source == "lm":
         assert not _in_order(flat, slots, calls)  # the slots that wait are what is under test

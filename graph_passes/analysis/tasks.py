@@ -71,6 +71,9 @@ def build_tasks(graph: UnitGraph, reach: Reachability, op_types: list[str]) -> l
             joined = engines[task]  # joinable: views join anything, anything joins views, else one engine
             if not (engine is free or joined is engine or joined is free):
                 continue
+            if len(preds) == 1:  # the usual unit: nothing else could lead back into the task
+                chosen = task
+                break
             others = [p for p in preds if task_of[p] != task]
             if not others or reach.first_path(members[task], others) is None:
                 chosen = task

@@ -181,17 +181,15 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
             result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
     serial = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
     slots = _slots(flat.node_count, calls)
-    originals = list(model.graph.node)  # one walk; indexing the repeated field builds a wrapper per access
-    nodes: list[onnx.NodeProto] = []
-    for slot in _order(flat, slots, calls):
-        kind, index = slots[slot]
-        if not kind:
-            nodes.append(originals[index])
-            continue
-        call = calls[index]
-        nodes.append(onnx.NodeProto(
-            op_type=ops[call.op].op_type, domain=FUSED_DOMAIN, name=call.node_name,
-            input=[names[t] for t in call.inputs], output=[names[t] for t in call.outputs], attribute=[serial]))
+    # Every node to write, originals first (one walk: indexing the repeated field builds a wrapper per
+    # access), then the fused nodes; the order picks from that pool.
+    pool = list(model.graph.node)
+    pool += [onnx.NodeProto(op_type=ops[call.op].op_type, domain=FUSED_DOMAIN, name=call.node_name,
+                            input=[names[t] for t in call.inputs], output=[names[t] for t in call.outputs],
+                            attribute=[serial]) for call in calls]
+    pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
+    picks = pairs[1::2] + pairs[0::2] * flat.node_count  # a call's node sits after the originals
+    nodes = list(map(pool.__getitem__, picks[_order(flat, slots, calls)].tolist()))
     del graph.node[:]
     graph.node.extend(nodes)
     visible = {t for call in calls for t in call.outputs}

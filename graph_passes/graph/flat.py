@@ -171,9 +171,11 @@ class FlatGraph:
                 if tensor >= 0:
                     producer[tensor] = index
         for index, ins in enumerate(inputs):
-            for tensor in ins if len(ins) == 1 else dict.fromkeys(ins):  # a node reading a tensor twice reads it once
+            for tensor in ins:
                 if tensor >= 0:
-                    consumers[tensor].append(index)
+                    users = consumers[tensor]
+                    if not users or users[-1] != index:  # a node reading a tensor twice reads it once
+                        users.append(index)
         graph_inputs = frozenset(ids[info.name] for info in graph.input)
         graph_outputs = frozenset(ids[info.name] for info in graph.output)
         initializer = bytearray(count)

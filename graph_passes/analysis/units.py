@@ -30,7 +30,7 @@ import onnx
 from hexfuse.graph_passes.engines.classify import FUSABLE_ENGINES, Engine, engine_of, htp_engine
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph, constant_closure
-from hexfuse.graph_passes.graph.folds import HOSTS, fold_source, is_host
+from hexfuse.graph_passes.graph.folds import fold_source, host_marks
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 _SHAPE_DTYPES = ("int64", "int32")
@@ -81,20 +81,18 @@ def _single_consumer(flat: FlatGraph, tensor: int) -> int | None:
 def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list[int]:
     """Per node, the node whose unit it joins (itself for a unit's core). ``constant``: tensors
     computed from constants alone."""
-    ops = flat.op_types
+    ops, producer, inputs = flat.op_types, flat.producer, flat.inputs
     owner = list(range(len(ops)))
     special = {*_QDQ, *folds}
-    host_of: dict[int, str] = {}  # matrix ops and the epilogues folded into them -> host op type
+    # matrix ops and the epilogues folded into them -> host op type (an epilogue only reads earlier
+    # nodes, so every host can be known from the start)
+    hosts = np.flatnonzero(host_marks(flat, constant)).tolist() if folds else []
+    host_of: dict[int, str] = {index: ops[index] for index in hosts}
     dequantize = []
     table, op_index = flat.op_table
-    hosts = frozenset(HOSTS if folds else ())
-    visited = np.array([domain in ONNX_DOMAINS and (op in special or op in hosts) for op, domain in table], dtype=bool)
-    for index in np.flatnonzero(visited[op_index]).tolist():  # (the other nodes neither host nor join)
+    visited = np.array([op in special and domain in ONNX_DOMAINS for op, domain in table], dtype=bool)
+    for index in np.flatnonzero(visited[op_index]).tolist():  # (the other nodes never join another's unit)
         op_type = ops[index]
-        if op_type in hosts and is_host(flat, index, constant):
-            host_of[index] = op_type
-        if op_type not in special:
-            continue
         if op_type == "DequantizeLinear":
             dequantize.append(index)
         elif op_type == "QuantizeLinear":
@@ -104,7 +102,7 @@ def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list
             params_static = all(t < 0 or flat.is_constant(t) for t in flat.inputs[index][1:])
             if params_static and _single_consumer(flat, flat.inputs[index][0]) == index:
                 owner[index] = owner[source]
-        else:
+        elif any(t >= 0 and producer[t] in host_of for t in inputs[index]):  # else nothing to fold into
             source = fold_source(flat, index, host_of, folds, constant)
             if source is not None:
                 owner[index] = owner[source]

@@ -27,6 +27,8 @@ of a MatMul/Gemm output), so that folding it into weights and bias is exact.
 
 from __future__ import annotations
 
+import numpy as np
+
 from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
 
 BATCH_NORM = "BatchNormalization"
@@ -52,11 +54,17 @@ def _per_channel(flat: FlatGraph, constant: int, data: int, channel_last: bool) 
     return all(dim == 1 or (offset + axis == channel and dim == out[channel]) for axis, dim in enumerate(const))
 
 
-def is_host(flat: FlatGraph, index: int, constant: bytearray) -> bool:
-    """A Conv / MatMul / Gemm whose weights (input 1) are constant: epilogues can fold into them."""
-    ins = flat.inputs[index]
-    return (flat.op_types[index] in HOSTS and flat.domains[index] in ONNX_DOMAINS and len(ins) > 1
-            and ins[1] >= 0 and bool(constant[ins[1]]))
+def host_marks(flat: FlatGraph, constant: bytearray) -> np.ndarray:
+    """Per node: a Conv / MatMul / Gemm whose weights (input 1) are constant, so that epilogues can
+    fold into it; for all nodes at once."""
+    ptr, ports, input_counts = flat.port_arrays
+    ops, op_index = flat.op_table
+    matrix = np.array([op in HOSTS and domain in ONNX_DOMAINS for op, domain in ops], dtype=bool)[op_index]
+    has_weights = matrix & (input_counts > 1)
+    weights = np.full(flat.node_count, -1, dtype=np.int64)
+    weights[has_weights] = ports[ptr[:-1][has_weights] + 1]
+    constant_marks = np.append(np.frombuffer(bytes(constant), dtype=np.uint8).astype(bool), False)  # [-1]: omitted
+    return has_weights & constant_marks[weights]
 
 
 def fold_source(flat: FlatGraph, index: int, host_of: dict[int, str], folds: frozenset[str],

@@ -73,3 +73,21 @@ def test_folded_epilogues_cost_nothing(tmp_path):
     unfolded = task_cost(op.tasks[0], op, target.with_values(folds=frozenset()))
     assert [c.op_type for c in folded.ops] == ["Conv"] and folded.dispatches == 1
     assert len(unfolded.ops) == 4 and unfolded.hvx_side_ns > folded.hvx_side_ns
+
+
+@pytest.mark.parametrize("name", ["googlenet", "googlenet_qdq", "gptj_block", "llama_prefill_decode_qdq"])
+def test_host_marks_are_the_matrix_ops_with_constant_weights(name):
+    from pathlib import Path
+
+    from hexfuse.graph_passes.analysis.units import _constant_nodes, engine_of
+    from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, FlatGraph
+    from hexfuse.graph_passes.graph.folds import HOSTS, host_marks
+    from hexfuse.graph_passes.load.model import load_model
+
+    loaded = load_model(Path(__file__).resolve().parents[2] / "models" / f"{name}.onnx")
+    flat = FlatGraph.build(loaded.model, loaded.inferred.graph)
+    constant = _constant_nodes(flat, {op: engine_of(*op) for op in flat.op_table[0]})[1]
+    expected = [op in HOSTS and flat.domains[i] in ONNX_DOMAINS and len(flat.inputs[i]) > 1
+                and flat.inputs[i][1] >= 0 and bool(constant[flat.inputs[i][1]]) for i, op in enumerate(flat.op_types)]
+    marks = host_marks(flat, constant).tolist()
+    assert marks == expected and any(marks)

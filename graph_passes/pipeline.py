@@ -18,7 +18,7 @@ import contextlib
 import gc
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from hexfuse.graph_passes.graph.qdq import dequantize_copies
 from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
 from hexfuse.graph_passes.load.model import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
 from hexfuse.graph_passes.report.labels import NodeLabels
-from hexfuse.graph_passes.rewrite.groups import Call, rewrite_groups, written_changes
+from hexfuse.graph_passes.rewrite.groups import Call, fused_node, rewrite_groups, written_changes
 from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.select.groups import Group, Selection, select_groups
 from hexfuse.graph_passes.select.names import NameScope
@@ -238,7 +238,7 @@ def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResu
         # (rewrite/groups.py proves the order). The checker sees the new parts in a model of their own: the
         # whole fused model again costs as much as the rewrite (`hexfuse fuse` then verifies it,
         # verify.py, and the tests run full_check on every bundled output).
-        onnx.checker.check_model(_new_parts(fused, analyzed.analysis.flat, calls))
+        onnx.checker.check_model(_new_parts(fused, analyzed.analysis.flat, analyzed.fused_ops, calls))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise HexfuseError(f"internal error: the fused model fails onnx.checker: {exc}") from None
     analyzed.timings["rewrite"] = time.process_time() - mark
@@ -279,18 +279,17 @@ def _carried_spec(loaded: LoadedModel) -> FusionSpec | None:
     return spec
 
 
-def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, calls: list[Call]) -> onnx.ModelProto:
+def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedOp], calls: list[Call]) -> onnx.ModelProto:
     """The fused model's functions, each called once by its first fused node, inputs and outputs typed
     (weights as typed inputs: the checker needs their types, not their data)."""
-    first = {call.node_name: call for call in {call.op: call for call in reversed(calls)}.values()}  # per op
-    nodes = [node for node in fused.graph.node if node.domain == FUSED_DOMAIN and node.name in first]  # sorted
-    produced = {tensor for call in first.values() for tensor in call.outputs}
+    first = _called_first({call.op: call for call in reversed(calls)}.values())  # per op, the first call
+    produced = {tensor for call in first for tensor in call.outputs}
     inputs: dict[int, None] = {}
     outputs: dict[int, None] = {}
-    for node in nodes:
-        call = first[node.name]
+    for call in first:
         inputs.update((t, None) for t in call.inputs if t not in produced)
         outputs.update((t, None) for t in call.outputs)
+    nodes = [fused_node(ops[call.op], call, flat.names) for call in first]
 
     def typed(tensor: int) -> onnx.ValueInfoProto:
         info = flat.type_source.get(tensor)
@@ -305,6 +304,18 @@ def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, calls: list[Call]) -> on
     model = onnx.ModelProto(ir_version=fused.ir_version, opset_import=fused.opset_import, graph=graph)
     model.functions.extend(fused.functions)
     return model
+
+
+def _called_first(calls: Iterable[Call]) -> list[Call]:
+    """The calls in an order where each comes after those whose outputs it reads (a few calls: one per op)."""
+    pending = sorted(calls, key=lambda call: min(call.nodes))
+    ordered: list[Call] = []
+    while pending:
+        made = {tensor for call in pending for tensor in call.outputs}
+        ready = next(call for call in pending if made.isdisjoint(call.inputs))  # the rewrite proved no cycle
+        ordered.append(ready)
+        pending.remove(ready)
+    return ordered
 
 
 def write_outputs(result: FuseResult, out: Path, report_text: str,

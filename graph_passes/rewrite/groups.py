@@ -49,6 +49,15 @@ class Call:
     outputs: tuple[int, ...]  # tensor ids, in the op's output order
 
 
+_SERIAL = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
+
+
+def fused_node(op: FusedOp, call: Call, names: Sequence[str]) -> onnx.NodeProto:
+    """The node that calls ``op``'s function in place of ``call``'s nodes (``names``: tensor names by id)."""
+    return onnx.NodeProto(op_type=op.op_type, domain=FUSED_DOMAIN, name=call.node_name, attribute=[_SERIAL],
+                          input=[names[t] for t in call.inputs], output=[names[t] for t in call.outputs])
+
+
 def _function(op: FusedOp, body: list[onnx.NodeProto], opsets: list[onnx.OperatorSetIdProto]) -> onnx.FunctionProto:
     return helper.make_function(
         FUSED_DOMAIN, op.op_type,
@@ -179,14 +188,11 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
         if call.op not in defined:  # the first call of an op type supplies its body
             defined.add(call.op)
             result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
-    serial = helper.make_attribute(SERIAL_ATTRIBUTE, 0)
     slots = _slots(flat.node_count, calls)
     # Every node to write, originals first (one walk: indexing the repeated field builds a wrapper per
     # access), then the fused nodes; the order picks from that pool.
     pool = list(model.graph.node)
-    pool += [onnx.NodeProto(op_type=ops[call.op].op_type, domain=FUSED_DOMAIN, name=call.node_name,
-                            input=[names[t] for t in call.inputs], output=[names[t] for t in call.outputs],
-                            attribute=[serial]) for call in calls]
+    pool += [fused_node(ops[call.op], call, names) for call in calls]
     pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
     picks = pairs[1::2] + pairs[0::2] * flat.node_count  # a call's node sits after the originals
     nodes = list(map(pool.__getitem__, picks[_order(flat, slots, calls)].tolist()))

@@ -101,3 +101,12 @@ def test_runs_of_ready_slots_give_the_order_walking_every_slot_gives(tmp_path, s
     assert calls and _order(flat, slots, calls) == _reference_order(flat, slots, calls)
     if source == "lm":
         assert not _in_order(flat, slots, calls)  # the slots that wait are what is under test
+
+
+def test_the_checked_new_parts_put_a_call_after_the_calls_it_reads():
+    from hexfuse.graph_passes.pipeline import _called_first
+
+    reader = Call(1, "b", (2, 9), (7,), (8,))  # starts first, but reads tensor 7, made by the call below
+    maker = Call(0, "a", (5, 6), (1,), (7,))
+    alone = Call(2, "c", (3, 4), (1,), (10,))
+    assert [call.node_name for call in _called_first([reader, maker, alone])] == ["c", "a", "b"]

@@ -13,13 +13,19 @@ becomes ready at about the same time. Every task left without a partner gets a r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
 from hexfuse.graph_passes.analysis.reach import Reach
 from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.engines.classify import Engine
+
+_engine_value = attrgetter("engine._value_")  # a task's engine as its value, without the Enum's Python-level property
+_units = attrgetter("units")
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
 MAX_PARTNERS = 4  # independent partners kept per task
@@ -63,21 +69,22 @@ class _Starts:
     """Which unit positions are the first unit of a fusable task of each engine, as 64-bit chunks, so
     that "positions lo+1 .. lo+64 starting a task of another engine" is two shifts, not a scan."""
 
-    def __init__(self, tasks: list[Task], count: int) -> None:
+    def __init__(self, firsts: list[int], engines: list[str], count: int) -> None:
+        """``firsts``, ``engines``: per task, its first unit and its engine's value (keys by value:
+        hashing an Enum member runs Python code)."""
         size = count // 64 + 2
-        chunks: dict[str, list[int]] = {}  # by engine value: hashing an Enum member runs Python code
-        for task in tasks:
-            own = chunks.get(task.engine.value)
-            if own is None:
-                own = chunks[task.engine.value] = [0] * size
-            lo = task.units[0]
-            own[lo >> 6] |= 1 << (lo & 63)
-        every = [sum(column) for column in zip(*chunks.values())] if chunks else [0] * size  # starts never overlap
-        self.others = {engine: [e - o for e, o in zip(every, own)] for engine, own in chunks.items()}
+        code_of = {engine: code for code, engine in enumerate(dict.fromkeys(engines))}
+        codes = np.fromiter(map(code_of.__getitem__, engines), dtype=np.int64, count=len(engines))
+        starts = np.array(firsts, dtype=np.int64)
+        self.others: dict[str, list[int]] = {}  # by engine value: the starts of tasks of every other engine
+        for engine, code in code_of.items():
+            bits = np.zeros(size * 64, dtype=bool)
+            bits[starts[codes != code]] = True
+            self.others[engine] = np.packbits(bits, bitorder="little").view("<u8").tolist()
 
     def after(self, engine: Engine, lo: int) -> int:
         """Bit k set <=> position lo + 1 + k (k < PARTNER_WINDOW) starts a task of another engine."""
-        chunks = self.others[engine.value]
+        chunks = self.others[engine._value_]
         start = lo + 1
         c, r = start >> 6, start & 63
         return ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK
@@ -106,10 +113,11 @@ def find_candidates(analysis: Analysis) -> Candidates:
         else:
             reasons[task.id] = blocked
     fusable.sort(key=lambda task: task.units[0])
-    starts = _Starts(fusable, len(analysis.units))
-    at = {task.units[0]: i for i, task in enumerate(fusable)}
-    reaches = [analysis.reach.mask_from(task.units) for task in fusable]
-    owns = [_own_mask(task) for task in fusable]
+    firsts, engines = [task.units[0] for task in fusable], list(map(_engine_value, fusable))
+    starts = _Starts(firsts, engines, len(analysis.units))
+    at = dict(zip(firsts, range(len(fusable))))
+    reaches = list(map(analysis.reach.mask_from, map(_units, fusable)))
+    owns = list(map(_own_mask, fusable))
     # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
     pairs, partners = _search(analysis, fusable, starts, at, reaches, owns, None)
@@ -131,13 +139,13 @@ def _search(analysis: Analysis, fusable: list[Task], starts: _Starts, at: dict[i
     window = analysis.reach.window
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    others = {engine: starts.others[engine.value] for engine in {task.engine for task in fusable}}
+    others = [starts.others[engine] for engine in map(_engine_value, fusable)]  # per task
     for i, a in enumerate(fusable):
         own = partners[a.id]
         if len(own) >= MAX_PARTNERS:
             continue
         a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
-        chunks, start = others[a.engine], a_lo + 1  # starts.after(a.engine, a_lo), inlined: the inner loop
+        chunks, start = others[i], a_lo + 1  # starts.after(a.engine, a_lo), inlined: the inner loop
         c, r = start >> 6, start & 63
         candidates = ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK & ~a_reach
         while candidates:

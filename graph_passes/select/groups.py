@@ -12,6 +12,7 @@ the lowest-gain group of any cycle is dropped until none is left.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -56,8 +57,14 @@ class _Scores:
 
     def pairs(self, firsts: list[Task], seconds: list[Task]) -> list[Verdict]:
         """The verdicts of many pairs (firsts[i], seconds[i])."""
-        keys = zip(self.structures.task_keys(firsts), self.structures.task_keys(seconds))
-        return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
+        keys = list(zip(self.structures.task_keys(firsts), self.structures.task_keys(seconds)))
+        if self.per_instance:
+            return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
+        # Few distinct structures: each scored at its first pair, as one by one would.
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # key -> its first pair
+        for key, i in sorted(first.items(), key=itemgetter(1)):
+            self._verdict((firsts[i], seconds[i]), key)
+        return list(map(self._verdicts.__getitem__, keys))
 
     def _verdict(self, tasks: tuple[Task, ...], key: tuple) -> Verdict:
         if self.per_instance:
@@ -223,7 +230,7 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
     for task_id in fused:
         reasons.pop(task_id, None)
     for task in analysis.tasks:
-        if task.fusable and task.id not in reasons and task.id not in fused:
+        if task.id not in reasons and task.id not in fused and task.fusable:
             reasons[task.id] = "every independent partner was taken by a better-scoring group"
     chosen.sort(key=lambda g: g.tasks[0].lo)
     return Selection(tuple(chosen), reasons)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import onnx
@@ -295,7 +295,7 @@ class Structures:
         owners = np.concatenate([o for _, o in parts])
         by_task = np.argsort(owners, kind="stable")
         blobs = values[by_task]
-        blob_at = ragged.segments(owners[by_task], n)
+        blob_at = ragged.offsets(np.bincount(owners, minlength=n))  # (rows end to end: counted, not sorted)
         bake = may_bake[numbered]
         batch = _Batch(tensors[ins_at], ragged.segments(ins_task, n), tensors[outs_at], ragged.segments(outs_task, n),
                        (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake],
@@ -343,7 +343,7 @@ class Structures:
             values = np.concatenate([v for v, _ in parts])
             owners = np.concatenate([o for _, o in parts])
             by_task = np.argsort(owners, kind="stable")
-            keys = self._intern_rows("code", values[by_task], ragged.segments(owners[by_task], len(group)))
+            keys = self._intern_rows("code", values[by_task], ragged.offsets(np.bincount(owners, minlength=len(group))))
             shared.update(zip(group, keys))
         return [shared[task_id] for task_id in ids]
 
@@ -351,12 +351,14 @@ class Structures:
         """Prepared tasks grouped by the ``prepare`` call that found them: (its batch, their task ids,
         their rows there). Usually one batch."""
         entries = list(map(self._prepared.__getitem__, ids))
-        batches = {id(batch): batch for batch, _ in entries}
-        grouped = []
-        for batch in batches.values():
-            mine = range(len(ids)) if len(batches) == 1 else [k for k, entry in enumerate(entries) if entry[0] is batch]
-            grouped.append((batch, [ids[k] for k in mine], np.array([entries[k][1] for k in mine], dtype=np.int64)))
-        return grouped
+        batches = list(map(itemgetter(0), entries))
+        rows = np.fromiter(map(itemgetter(1), entries), dtype=np.int64, count=len(entries))
+        distinct = dict(zip(map(id, batches), batches))
+        if len(distinct) == 1:
+            return [(batches[0], ids, rows)]
+        owner = np.fromiter(map(id, batches), dtype=np.int64, count=len(batches))  # (an id fits: an address)
+        return [(batch, [ids[k] for k in mine.tolist()], rows[mine])
+                for key, batch in distinct.items() for mine in [np.flatnonzero(owner == key)]]
 
     # -- groups ----------------------------------------------------------------------------------
     def group_io(self, tasks: Sequence[Task]) -> tuple[list[int], list[int]]:

@@ -130,14 +130,16 @@ class Structures:
         (the tensors spec_builder gives a QuantSpec)."""
         flat = self.flat
         marks = bytearray(len(flat.names))
-        for index, op_type in enumerate(flat.op_types):
-            if op_type in ("QuantizeLinear", "DequantizeLinear") and flat.domains[index] in ONNX_DOMAINS:
-                ins = flat.inputs[index]
-                if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
-                    continue
-                if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
-                    continue
-                marks[ins[0] if op_type == "DequantizeLinear" else flat.outputs[index][0]] = 1
+        ops, op_index = flat.op_table  # (Q and DQ nodes found per distinct op, not per node)
+        qdq = np.array([op_type in ("QuantizeLinear", "DequantizeLinear") and domain in ONNX_DOMAINS
+                        for op_type, domain in ops], dtype=bool)
+        for index in np.flatnonzero(qdq[op_index]).tolist():
+            ins = flat.inputs[index]
+            if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
+                continue
+            if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
+                continue
+            marks[ins[0] if flat.op_types[index] == "DequantizeLinear" else flat.outputs[index][0]] = 1
         return marks
 
     @cached_property

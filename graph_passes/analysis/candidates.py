@@ -74,13 +74,15 @@ class _Starts:
         hashing an Enum member runs Python code)."""
         size = count // 64 + 2
         code_of = {engine: code for code, engine in enumerate(dict.fromkeys(engines))}
-        codes = np.fromiter(map(code_of.__getitem__, engines), dtype=np.int64, count=len(engines))
-        starts = np.array(firsts, dtype=np.int64)
-        self.others: dict[str, list[int]] = {}  # by engine value: the starts of tasks of every other engine
+        self._codes = np.fromiter(map(code_of.__getitem__, engines), dtype=np.int64, count=len(engines))
+        self._firsts = np.array(firsts, dtype=np.int64)
+        self._chunks: dict[str, np.ndarray] = {}  # by engine value: the starts of tasks of every other engine
         for engine, code in code_of.items():
             bits = np.zeros(size * 64, dtype=bool)
-            bits[starts[codes != code]] = True
-            self.others[engine] = np.packbits(bits, bitorder="little").view("<u8").tolist()
+            bits[self._firsts[self._codes != code]] = True
+            self._chunks[engine] = np.packbits(bits, bitorder="little").view("<u8")
+        self._code_of = code_of
+        self.others = {engine: chunks.tolist() for engine, chunks in self._chunks.items()}  # as Python ints
 
     def after(self, engine: Engine, lo: int) -> int:
         """Bit k set <=> position lo + 1 + k (k < PARTNER_WINDOW) starts a task of another engine."""
@@ -89,8 +91,21 @@ class _Starts:
         c, r = start >> 6, start & 63
         return ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK
 
+    def after_each(self) -> np.ndarray:
+        """``after`` of every task given to the constructor, at its own first unit and engine (uint64)."""
+        windows = np.zeros(len(self._firsts), dtype=np.uint64)
+        start = self._firsts + 1
+        c, r = start >> 6, (start & 63).astype(np.uint64)
+        for engine, code in self._code_of.items():
+            mine = self._codes == code
+            chunks, c_mine, r_mine = self._chunks[engine], c[mine], r[mine]
+            high = np.where(r_mine == 0, np.uint64(0), chunks[c_mine + 1] << ((np.uint64(64) - r_mine) & np.uint64(63)))
+            windows[mine] = ((chunks[c_mine] >> r_mine) | high) & np.uint64(_WINDOW_MASK)
+        return windows
+
 
 _WINDOW_MASK = (1 << PARTNER_WINDOW) - 1
+assert PARTNER_WINDOW <= 64  # a window is one 64-bit word (_Starts.after_each)
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
@@ -118,14 +133,18 @@ def find_candidates(analysis: Analysis) -> Candidates:
     at = dict(zip(firsts, range(len(fusable))))
     reaches = list(map(analysis.reach.mask_from, map(_units, fusable)))
     owns = list(map(_own_mask, fusable))
+    # Per task: the positions after it in the window that start a task of another engine and that it
+    # does not reach (the first filter of the search, for every task at once).
+    near = np.fromiter((reach & _WINDOW_MASK for reach in reaches), dtype=np.uint64, count=len(reaches))
+    windows = (starts.after_each() & ~near).tolist()
     # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
-    pairs, partners = _search(analysis, fusable, starts, at, reaches, owns, None)
+    pairs, partners = _search(analysis, fusable, windows, at, reaches, owns, None)
     position = {task.id: i for i, task in enumerate(fusable)}
     if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable),
                   [(position[pair.first], position[pair.second]) for pair in pairs]):
         buffers, names = analysis.buffers, analysis.flat.names
-        pairs, partners = _search(analysis, fusable, starts, at, reaches, owns,
+        pairs, partners = _search(analysis, fusable, windows, at, reaches, owns,
                                   lambda a, b: hazard(buffers(a), buffers(b), names) is not None)
     for task in fusable:
         if not partners[task.id]:
@@ -133,21 +152,21 @@ def find_candidates(analysis: Analysis) -> Candidates:
     return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
 
 
-def _search(analysis: Analysis, fusable: list[Task], starts: _Starts, at: dict[int, int], reaches: list[int],
+def _search(analysis: Analysis, fusable: list[Task], windows: list[int], at: dict[int, int], reaches: list[int],
             owns: list[int], conflict) -> tuple[list[Pair], dict[int, list[int]]]:
-    """Pairs in the partner window (find_candidates), refusing those ``conflict(a, b)`` says (None: none)."""
+    """Pairs in the partner window (find_candidates), refusing those ``conflict(a, b)`` says (None: none).
+    ``windows``: per task, the positions in its window worth a look (bit k: position lo + 1 + k)."""
     window = analysis.reach.window
     pairs: list[Pair] = []
     partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    others = [starts.others[engine] for engine in map(_engine_value, fusable)]  # per task
     for i, a in enumerate(fusable):
+        candidates = windows[i]
+        if not candidates:
+            continue
         own = partners[a.id]
         if len(own) >= MAX_PARTNERS:
             continue
         a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
-        chunks, start = others[i], a_lo + 1  # starts.after(a.engine, a_lo), inlined: the inner loop
-        c, r = start >> 6, start & 63
-        candidates = ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK & ~a_reach
         while candidates:
             low = candidates & -candidates
             candidates ^= low

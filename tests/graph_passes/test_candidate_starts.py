@@ -1,6 +1,6 @@
-"""The partner window's bitsets (analysis/candidates.py ``_Starts``, packed with numpy) against their
-definition walked task by task: bit k of ``after(engine, lo)`` is set exactly when position lo + 1 + k
-is the first unit of a fusable task of another engine."""
+"""The partner window's bitsets (analysis/candidates.py ``_Starts``, packed with numpy; every task's
+own window at once) against their definition walked task by task: bit k of ``after(engine, lo)`` is set
+exactly when position lo + 1 + k is the first unit of a fusable task of another engine."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def _check(tasks, count: int) -> None:
     for task in tasks:
         for lo in {task.units[0], max(0, task.units[0] - 3), min(count - 1, task.units[0] + 70)}:
             assert starts.after(task.engine, lo) == _walked(tasks, task.engine, lo), (task, lo)
+    # every task's own window at once, as the search reads it
+    assert starts.after_each().tolist() == [_walked(tasks, task.engine, task.units[0]) for task in tasks]
 
 
 @pytest.mark.parametrize("name", ["gptj_block_qdq", "llama_prefill_decode", "googlenet", "lm"])

@@ -104,10 +104,11 @@ def _forward(analysis: Analysis, groups: list[Group]) -> bool:
     count = len(analysis.units)
     place = np.arange(count, dtype=np.int64)
     member = np.full(count, -1, dtype=np.int64)
-    for g, group in enumerate(groups):
-        units = [unit for task in group.tasks for unit in task.units]
-        place[units] = min(units)
-        member[units] = g
+    if groups:
+        group_ptr, units = ragged.from_rows([_units(group) for group in groups])
+        sizes = np.diff(group_ptr)
+        place[units] = np.repeat(np.minimum.reduceat(units, group_ptr[:-1]), sizes)  # (a group has units)
+        member[units] = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
     ptr, targets = ragged.from_rows(analysis.units.successors)
     sources = np.repeat(np.arange(count, dtype=np.int64), np.diff(ptr))
     between = (member[sources] != member[targets]) | (member[sources] < 0)

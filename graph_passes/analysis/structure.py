@@ -372,12 +372,13 @@ class Structures:
 
     def groups(self, groups: Sequence[Sequence[Task]]) -> list[int]:
         """``group`` of many groups (their tasks' codes computed at once)."""
-        self.codes([task for tasks in groups for task in tasks])
-        return [self.group(tasks) for tasks in groups]
+        codes = iter(self.codes([task for tasks in groups for task in tasks]))
+        return [self.group(tasks, tuple([next(codes) for _ in tasks])) for tasks in groups]
 
-    def group(self, tasks: Sequence[Task]) -> int:
-        """The group up to renaming, baked values included: equal keys may share one op type."""
-        ids = tuple(task.id for task in tasks)
+    def group(self, tasks: Sequence[Task], codes: tuple[int, ...] | None = None) -> int:
+        """The group up to renaming, baked values included: equal keys may share one op type.
+        ``codes``: the tasks' codes, where the caller has them."""
+        ids = tuple(map(_task_id, tasks))
         key = self._groups.get(ids)
         if key is None:
             first: dict[int, tuple[int, int]] = {}
@@ -387,7 +388,8 @@ class Structures:
                     seen = first.setdefault(tensor, (j, position))
                     if seen[0] != j:
                         shared.append((j, position, *seen))
-            key = self._groups[ids] = self._id(("group", tuple(self.codes(tasks)), tuple(shared)))
+            codes = codes if codes is not None else tuple(self.codes(tasks))
+            key = self._groups[ids] = self._id(("group", codes, tuple(shared)))
         return key
 
     def _wire_ids(self, tensors: np.ndarray, is_input: bool) -> np.ndarray:

@@ -21,10 +21,10 @@ import numpy as np
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
 from hexfuse.graph_passes.analysis.reach import Reach
+from hexfuse.graph_passes.analysis.structure import engine_value
 from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.engines.classify import Engine
 
-_engine_value = attrgetter("engine._value_")  # a task's engine as its value, without the Enum's Python-level property
 _units = attrgetter("units")
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
@@ -70,8 +70,7 @@ class _Starts:
     that "positions lo+1 .. lo+64 starting a task of another engine" is two shifts, not a scan."""
 
     def __init__(self, firsts: list[int], engines: list[str], count: int) -> None:
-        """``firsts``, ``engines``: per task, its first unit and its engine's value (keys by value:
-        hashing an Enum member runs Python code)."""
+        """``firsts``, ``engines``: per task, its first unit and its engine's value (structure.engine_value)."""
         size = count // 64 + 2
         code_of = {engine: code for code, engine in enumerate(dict.fromkeys(engines))}
         self._codes = np.fromiter(map(code_of.__getitem__, engines), dtype=np.int64, count=len(engines))
@@ -128,7 +127,7 @@ def find_candidates(analysis: Analysis) -> Candidates:
         else:
             reasons[task.id] = blocked
     fusable.sort(key=lambda task: task.units[0])
-    firsts, engines = [task.units[0] for task in fusable], list(map(_engine_value, fusable))
+    firsts, engines = [task.units[0] for task in fusable], list(map(engine_value, fusable))
     starts = _Starts(firsts, engines, len(analysis.units))
     at = dict(zip(firsts, range(len(fusable))))
     reaches = list(map(analysis.reach.mask_from, map(_units, fusable)))

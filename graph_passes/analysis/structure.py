@@ -36,7 +36,9 @@ from hexfuse.graph_passes.graph.ports import ports
 SMALL_CONSTANT = 64  # integer constants up to this many elements are part of the group key
 
 _task_id = attrgetter("id")
-_engine_value = attrgetter("engine._value_")  # a task's engine as its value, without the Enum's Python-level property
+# A task's engine as its value, for keys: hashing an Enum member runs Python code, and so does its
+# ``value`` property; ``_value_`` is the member's plain attribute (enum's documented sunder name).
+engine_value = attrgetter("engine._value_")
 
 
 @cache
@@ -186,7 +188,8 @@ class Structures:
             found = []
             for index in read.tolist():
                 attributes = graph_nodes[index].attribute
-                found.append(self._id(("attrs", tuple([a.SerializeToString() for a in attributes]))) if attributes else -1)
+                key = ("attrs", tuple([a.SerializeToString() for a in attributes])) if attributes else None
+                found.append(self._id(key) if key is not None else -1)
             keys[read] = found
         return keys[nodes]
 
@@ -307,9 +310,8 @@ class Structures:
         self._prepared.update(zip(ids, zip(repeat(batch), range(n))))
 
     def _engine_ids(self, tasks: Sequence[Task]) -> np.ndarray:
-        """Per task: its engine, interned. (Keyed by the member's value: hashing an Enum member runs
-        Python code, once per task here.)"""
-        values = list(map(_engine_value, tasks))
+        """Per task: its engine, interned (by value: see engine_value)."""
+        values = list(map(engine_value, tasks))
         ids = {value: self._id(("engine", value)) for value in set(values)}
         return np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
 
@@ -359,8 +361,11 @@ class Structures:
         if len(distinct) == 1:
             return [(batches[0], ids, rows)]
         owner = np.fromiter(map(id, batches), dtype=np.int64, count=len(batches))  # (an id fits: an address)
-        return [(batch, [ids[k] for k in mine.tolist()], rows[mine])
-                for key, batch in distinct.items() for mine in [np.flatnonzero(owner == key)]]
+        grouped = []
+        for key, batch in distinct.items():
+            mine = np.flatnonzero(owner == key)
+            grouped.append((batch, [ids[k] for k in mine.tolist()], rows[mine]))
+        return grouped
 
     # -- groups ----------------------------------------------------------------------------------
     def group_io(self, tasks: Sequence[Task]) -> tuple[list[int], list[int]]:

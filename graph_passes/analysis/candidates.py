@@ -138,52 +138,52 @@ def find_candidates(analysis: Analysis) -> Candidates:
     windows = (starts.after_each() & ~near).tolist()
     # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
-    pairs, partners = _search(analysis, fusable, windows, at, reaches, owns, None)
-    position = {task.id: i for i, task in enumerate(fusable)}
-    if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable),
-                  [(position[pair.first], position[pair.second]) for pair in pairs]):
+    his = [task.units[-1] for task in fusable]
+    found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns, None)
+    if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable), found):
         buffers, names = analysis.buffers, analysis.flat.names
-        pairs, partners = _search(analysis, fusable, windows, at, reaches, owns,
-                                  lambda a, b: hazard(buffers(a), buffers(b), names) is not None)
-    for task in fusable:
-        if not partners[task.id]:
+        found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns,
+                                  lambda i, j: hazard(buffers(fusable[i]), buffers(fusable[j]), names) is not None)
+    for task, own in zip(fusable, partners):
+        if not own:
             reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
-    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+    ids = [task.id for task in fusable]
+    pairs = tuple([Pair(ids[i], ids[j]) for i, j in found])
+    return Candidates(pairs, dict(zip(ids, [tuple([ids[j] for j in own]) for own in partners])), reasons)
 
 
-def _search(analysis: Analysis, fusable: list[Task], windows: list[int], at: dict[int, int], reaches: list[int],
-            owns: list[int], conflict) -> tuple[list[Pair], dict[int, list[int]]]:
-    """Pairs in the partner window (find_candidates), refusing those ``conflict(a, b)`` says (None: none).
-    ``windows``: per task, the positions in its window worth a look (bit k: position lo + 1 + k)."""
-    window = analysis.reach.window
-    pairs: list[Pair] = []
-    partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    for i, a in enumerate(fusable):
-        candidates = windows[i]
+def _search(window: int, firsts: list[int], his: list[int], windows: list[int], at: dict[int, int],
+            reaches: list[int], owns: list[int], conflict) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """Pairs in the partner window (find_candidates), refusing those ``conflict(i, j)`` says (None: none).
+    Tasks are positions in the fusable list; per position: ``firsts`` and ``his`` its first and last unit,
+    ``windows`` the positions in its window worth a look (bit k: position lo + 1 + k). Returns the pairs
+    (i, j) and per position its partners' positions; ``window``: the reachability window."""
+    found: list[tuple[int, int]] = []
+    partners: list[list[int]] = [[] for _ in firsts]
+    for i, candidates in enumerate(windows):
         if not candidates:
             continue
-        own = partners[a.id]
+        own = partners[i]
         if len(own) >= MAX_PARTNERS:
             continue
-        a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
+        a_lo, a_hi, a_reach, a_own = firsts[i], his[i], reaches[i], owns[i]
         while candidates:
             low = candidates & -candidates
             candidates ^= low
             b_lo = a_lo + low.bit_length()  # bit k is position a_lo + 1 + k
             j = at[b_lo]
-            b = fusable[j]
-            if (b.units[-1] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
+            if (his[j] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
                     or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
                     # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
                     or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
-                    or (conflict is not None and conflict(a, b))):
+                    or (conflict is not None and conflict(i, j))):
                 continue
-            pairs.append(Pair(a.id, b.id))
-            own.append(b.id)
-            partners[b.id].append(a.id)
+            found.append((i, j))
+            own.append(j)
+            partners[j].append(i)
             if len(own) >= MAX_PARTNERS:
                 break
-    return pairs, partners
+    return found, partners
 
 
 def _why_alone(analysis: Analysis, task: Task, starts: _Starts, fusable: list[Task], at: dict[int, int]) -> str:

@@ -13,13 +13,19 @@ becomes ready at about the same time. Every task left without a partner gets a r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.hazards import any_hazard, hazard
 from hexfuse.graph_passes.analysis.reach import Reach
+from hexfuse.graph_passes.analysis.structure import engine_value
 from hexfuse.graph_passes.analysis.tasks import Task
 from hexfuse.graph_passes.engines.classify import Engine
+
+_units = attrgetter("units")
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
 MAX_PARTNERS = 4  # independent partners kept per task
@@ -63,27 +69,42 @@ class _Starts:
     """Which unit positions are the first unit of a fusable task of each engine, as 64-bit chunks, so
     that "positions lo+1 .. lo+64 starting a task of another engine" is two shifts, not a scan."""
 
-    def __init__(self, tasks: list[Task], count: int) -> None:
+    def __init__(self, firsts: list[int], engines: list[str], count: int) -> None:
+        """``firsts``, ``engines``: per task, its first unit and its engine's value (structure.engine_value)."""
         size = count // 64 + 2
-        chunks: dict[str, list[int]] = {}  # by engine value: hashing an Enum member runs Python code
-        for task in tasks:
-            own = chunks.get(task.engine.value)
-            if own is None:
-                own = chunks[task.engine.value] = [0] * size
-            lo = task.units[0]
-            own[lo >> 6] |= 1 << (lo & 63)
-        every = [sum(column) for column in zip(*chunks.values())] if chunks else [0] * size  # starts never overlap
-        self.others = {engine: [e - o for e, o in zip(every, own)] for engine, own in chunks.items()}
+        code_of = {engine: code for code, engine in enumerate(dict.fromkeys(engines))}
+        self._codes = np.fromiter(map(code_of.__getitem__, engines), dtype=np.int64, count=len(engines))
+        self._firsts = np.array(firsts, dtype=np.int64)
+        self._chunks: dict[str, np.ndarray] = {}  # by engine value: the starts of tasks of every other engine
+        for engine, code in code_of.items():
+            bits = np.zeros(size * 64, dtype=bool)
+            bits[self._firsts[self._codes != code]] = True
+            self._chunks[engine] = np.packbits(bits, bitorder="little").view("<u8")
+        self._code_of = code_of
+        self.others = {engine: chunks.tolist() for engine, chunks in self._chunks.items()}  # as Python ints
 
     def after(self, engine: Engine, lo: int) -> int:
         """Bit k set <=> position lo + 1 + k (k < PARTNER_WINDOW) starts a task of another engine."""
-        chunks = self.others[engine.value]
+        chunks = self.others[engine._value_]
         start = lo + 1
         c, r = start >> 6, start & 63
         return ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK
 
+    def after_each(self) -> np.ndarray:
+        """``after`` of every task given to the constructor, at its own first unit and engine (uint64)."""
+        windows = np.zeros(len(self._firsts), dtype=np.uint64)
+        start = self._firsts + 1
+        c, r = start >> 6, (start & 63).astype(np.uint64)
+        for engine, code in self._code_of.items():
+            mine = self._codes == code
+            chunks, c_mine, r_mine = self._chunks[engine], c[mine], r[mine]
+            high = np.where(r_mine == 0, np.uint64(0), chunks[c_mine + 1] << ((np.uint64(64) - r_mine) & np.uint64(63)))
+            windows[mine] = ((chunks[c_mine] >> r_mine) | high) & np.uint64(_WINDOW_MASK)
+        return windows
+
 
 _WINDOW_MASK = (1 << PARTNER_WINDOW) - 1
+assert PARTNER_WINDOW <= 64  # a window is one 64-bit word (_Starts.after_each)
 
 
 def find_candidates(analysis: Analysis) -> Candidates:
@@ -106,58 +127,63 @@ def find_candidates(analysis: Analysis) -> Candidates:
         else:
             reasons[task.id] = blocked
     fusable.sort(key=lambda task: task.units[0])
-    starts = _Starts(fusable, len(analysis.units))
-    at = {task.units[0]: i for i, task in enumerate(fusable)}
-    reaches = [analysis.reach.mask_from(task.units) for task in fusable]
-    owns = [_own_mask(task) for task in fusable]
+    firsts, engines = [task.units[0] for task in fusable], list(map(engine_value, fusable))
+    starts = _Starts(firsts, engines, len(analysis.units))
+    at = dict(zip(firsts, range(len(fusable))))
+    reaches = list(map(analysis.reach.mask_from, map(_units, fusable)))
+    owns = list(map(_own_mask, fusable))
+    # Per task: the positions after it in the window that start a task of another engine and that it
+    # does not reach (the first filter of the search, for every task at once).
+    near = np.fromiter((reach & _WINDOW_MASK for reach in reaches), dtype=np.uint64, count=len(reaches))
+    windows = (starts.after_each() & ~near).tolist()
     # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
-    pairs, partners = _search(analysis, fusable, starts, at, reaches, owns, None)
-    position = {task.id: i for i, task in enumerate(fusable)}
-    if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable),
-                  [(position[pair.first], position[pair.second]) for pair in pairs]):
+    his = [task.units[-1] for task in fusable]
+    found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns, None)
+    if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable), found):
         buffers, names = analysis.buffers, analysis.flat.names
-        pairs, partners = _search(analysis, fusable, starts, at, reaches, owns,
-                                  lambda a, b: hazard(buffers(a), buffers(b), names) is not None)
-    for task in fusable:
-        if not partners[task.id]:
+        found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns,
+                                  lambda i, j: hazard(buffers(fusable[i]), buffers(fusable[j]), names) is not None)
+    for task, own in zip(fusable, partners):
+        if not own:
             reasons[task.id] = _why_alone(analysis, task, starts, fusable, at)
-    return Candidates(tuple(pairs), {k: tuple(v) for k, v in partners.items()}, reasons)
+    ids = [task.id for task in fusable]
+    pairs = tuple([Pair(ids[i], ids[j]) for i, j in found])
+    return Candidates(pairs, dict(zip(ids, [tuple([ids[j] for j in own]) for own in partners])), reasons)
 
 
-def _search(analysis: Analysis, fusable: list[Task], starts: _Starts, at: dict[int, int], reaches: list[int],
-            owns: list[int], conflict) -> tuple[list[Pair], dict[int, list[int]]]:
-    """Pairs in the partner window (find_candidates), refusing those ``conflict(a, b)`` says (None: none)."""
-    window = analysis.reach.window
-    pairs: list[Pair] = []
-    partners: dict[int, list[int]] = {task.id: [] for task in fusable}
-    others = {engine: starts.others[engine.value] for engine in {task.engine for task in fusable}}
-    for i, a in enumerate(fusable):
-        own = partners[a.id]
+def _search(window: int, firsts: list[int], his: list[int], windows: list[int], at: dict[int, int],
+            reaches: list[int], owns: list[int], conflict) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """Pairs in the partner window (find_candidates), refusing those ``conflict(i, j)`` says (None: none).
+    Tasks are positions in the fusable list; per position: ``firsts`` and ``his`` its first and last unit,
+    ``windows`` the positions in its window worth a look (bit k: position lo + 1 + k). Returns the pairs
+    (i, j) and per position its partners' positions; ``window``: the reachability window."""
+    found: list[tuple[int, int]] = []
+    partners: list[list[int]] = [[] for _ in firsts]
+    for i, candidates in enumerate(windows):
+        if not candidates:
+            continue
+        own = partners[i]
         if len(own) >= MAX_PARTNERS:
             continue
-        a_lo, a_hi, a_reach, a_own = a.units[0], a.units[-1], reaches[i], owns[i]
-        chunks, start = others[a.engine], a_lo + 1  # starts.after(a.engine, a_lo), inlined: the inner loop
-        c, r = start >> 6, start & 63
-        candidates = ((chunks[c] >> r) | (chunks[c + 1] << (64 - r))) & _WINDOW_MASK & ~a_reach
+        a_lo, a_hi, a_reach, a_own = firsts[i], his[i], reaches[i], owns[i]
         while candidates:
             low = candidates & -candidates
             candidates ^= low
             b_lo = a_lo + low.bit_length()  # bit k is position a_lo + 1 + k
             j = at[b_lo]
-            b = fusable[j]
-            if (b.units[-1] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
+            if (his[j] - a_lo > window or a_hi - b_lo > window  # the window cannot tell
                     or (a_reach >> (b_lo - a_lo - 1)) & owns[j]  # a reaches b beyond b's first unit
                     # b reaches a: only a's units after b.lo can be; shift b's bits onto a's frame
                     or (a_hi > b_lo and (reaches[j] << (b_lo + 1 - a_lo)) & a_own)
-                    or (conflict is not None and conflict(a, b))):
+                    or (conflict is not None and conflict(i, j))):
                 continue
-            pairs.append(Pair(a.id, b.id))
-            own.append(b.id)
-            partners[b.id].append(a.id)
+            found.append((i, j))
+            own.append(j)
+            partners[j].append(i)
             if len(own) >= MAX_PARTNERS:
                 break
-    return pairs, partners
+    return found, partners
 
 
 def _why_alone(analysis: Analysis, task: Task, starts: _Starts, fusable: list[Task], at: dict[int, int]) -> str:

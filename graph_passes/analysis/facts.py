@@ -133,16 +133,20 @@ class Analysis:
         from hexfuse.graph_passes.spec.builder import fused_op_spec  # spec_builder imports this module
 
         cache = self._claim_cache
-        reasons = {task.id: claim_blocker(self.flat, self.task_nodes(task), self.task_body(task)) if self.has_qdq else None
-                   for task in tasks if task.id not in cache}
+        todo = [task for task in tasks if task.id not in cache]
+        if self.has_qdq:
+            reasons = {task.id: claim_blocker(self.flat, self.task_nodes(task), self.task_body(task)) for task in todo}
+            asked = [task for task in todo if reasons[task.id] is None]
+        else:  # every port is float: the EP claims any task
+            reasons, asked = dict.fromkeys([task.id for task in todo]), todo
         check = self.backend.task_check if self.backend is not None else None
-        asked = [task for task in tasks if reasons.get(task.id, "") is None]
         if check is not None and asked:
-            verdicts = self._backend_verdicts
+            verdicts, unseen, matrix = self._backend_verdicts, object(), Engine.MATRIX
             for task, code in zip(asked, self.structures.codes(asked)):
-                if code not in verdicts or (verdicts[code] is not None and task.engine is Engine.MATRIX):
-                    verdicts[code] = check(fused_op_spec(self, (task,)))
-                reasons[task.id] = verdicts[code]
+                verdict = verdicts.get(code, unseen)
+                if verdict is unseen or (verdict is not None and task.engine is matrix):
+                    verdict = verdicts[code] = check(fused_op_spec(self, (task,)))
+                reasons[task.id] = verdict
         cache.update(reasons)
         return [cache[task.id] for task in tasks]
 

@@ -27,11 +27,12 @@ from hexfuse.graph_passes.graph.ports import ports
 class BufferMap:
     def __init__(self, flat: FlatGraph) -> None:
         parent: dict[int, int] = {}
-        for index, op_type in enumerate(flat.op_types):
-            if op_type in VIEW_OPS and flat.domains[index] in ONNX_DOMAINS:
-                ins, outs = flat.inputs[index], flat.outputs[index]
-                if ins and outs and ins[0] >= 0 and outs[0] >= 0:
-                    parent[outs[0]] = ins[0]
+        ops, op_index = flat.op_table  # (views are decided once per distinct op, not per node)
+        is_view = np.array([op_type in VIEW_OPS and domain in ONNX_DOMAINS for op_type, domain in ops], dtype=bool)
+        for index in np.flatnonzero(is_view[op_index]).tolist():
+            ins, outs = flat.inputs[index], flat.outputs[index]
+            if ins and outs and ins[0] >= 0 and outs[0] >= 0:
+                parent[outs[0]] = ins[0]
         roots: dict[int, int] = {}
         for tensor in parent:  # nodes are sorted, so a chain's root is resolved before the views on it
             root, seen = parent[tensor], 0
@@ -106,5 +107,13 @@ def any_hazard(flat: FlatGraph, buffers: BufferMap, task_nodes: tuple[np.ndarray
         found, pair = ragged.take(by_task[kind], values[kind], tasks)
         return pair * count + found
 
-    return any(np.isin(keyed(left, first), keyed(right, second)).any()
+    return any(_intersect(keyed(left, first), keyed(right, second))
                for left, right in (("w", "r"), ("r", "w"), ("w", "w")))
+
+
+def _intersect(left: np.ndarray, right: np.ndarray) -> bool:
+    """Whether two integer arrays share a value: ``np.isin(left, right).any()`` by one sort (np.isin
+    calls np.unique, whose hash path is slow here: ragged.distinct)."""
+    both = np.concatenate((ragged.distinct(left), ragged.distinct(right)))
+    both.sort()
+    return bool((both[1:] == both[:-1]).any())

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
+from itertools import repeat
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import onnx
@@ -32,6 +34,11 @@ from hexfuse.graph_passes.graph.flat import ONNX_DOMAINS, TensorType
 from hexfuse.graph_passes.graph.ports import ports
 
 SMALL_CONSTANT = 64  # integer constants up to this many elements are part of the group key
+
+_task_id = attrgetter("id")
+# A task's engine as its value, for keys: hashing an Enum member runs Python code, and so does its
+# ``value`` property; ``_value_`` is the member's plain attribute (enum's documented sunder name).
+engine_value = attrgetter("engine._value_")
 
 
 @cache
@@ -125,14 +132,16 @@ class Structures:
         (the tensors spec_builder gives a QuantSpec)."""
         flat = self.flat
         marks = bytearray(len(flat.names))
-        for index, op_type in enumerate(flat.op_types):
-            if op_type in ("QuantizeLinear", "DequantizeLinear") and flat.domains[index] in ONNX_DOMAINS:
-                ins = flat.inputs[index]
-                if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
-                    continue
-                if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
-                    continue
-                marks[ins[0] if op_type == "DequantizeLinear" else flat.outputs[index][0]] = 1
+        ops, op_index = flat.op_table  # (Q and DQ nodes found per distinct op, not per node)
+        qdq = np.array([op_type in ("QuantizeLinear", "DequantizeLinear") and domain in ONNX_DOMAINS
+                        for op_type, domain in ops], dtype=bool)
+        for index in np.flatnonzero(qdq[op_index]).tolist():
+            ins = flat.inputs[index]
+            if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
+                continue
+            if len(ins) > 2 and ins[2] >= 0 and not flat.is_constant(ins[2]):
+                continue
+            marks[ins[0] if flat.op_types[index] == "DequantizeLinear" else flat.outputs[index][0]] = 1
         return marks
 
     @cached_property
@@ -155,11 +164,12 @@ class Structures:
         flat = self.flat
         marks = self._quantized_marks.copy()
         marks |= np.frombuffer(bytes(flat.static), dtype=np.uint8).astype(bool)
-        for index, op_type in enumerate(flat.op_types):
-            if op_type == "Constant":
-                for tensor in flat.outputs[index]:
-                    if tensor >= 0:
-                        marks[tensor] = True
+        ops, op_index = flat.op_table
+        constant = np.array([op_type == "Constant" for op_type, _ in ops], dtype=bool)
+        for index in np.flatnonzero(constant[op_index]).tolist():
+            for tensor in flat.outputs[index]:
+                if tensor >= 0:
+                    marks[tensor] = True
         return marks
 
     def _attribute_keys(self, nodes: np.ndarray) -> np.ndarray:
@@ -174,10 +184,13 @@ class Structures:
             ops, op_index = self.flat.op_table
             takes = np.array([_takes_attributes(*op, self.opset) for op in ops], dtype=bool)[op_index[missing]]
             keys[missing[~takes]] = -1
-            graph_nodes = flat.nodes
-            for index in missing[takes].tolist():
+            graph_nodes, read = flat.nodes, missing[takes]
+            found = []
+            for index in read.tolist():
                 attributes = graph_nodes[index].attribute
-                keys[index] = self._id(("attrs", tuple(a.SerializeToString() for a in attributes))) if attributes else -1
+                key = ("attrs", tuple([a.SerializeToString() for a in attributes])) if attributes else None
+                found.append(self._id(key) if key is not None else -1)
+            keys[read] = found
         return keys[nodes]
 
     @cached_property
@@ -217,10 +230,10 @@ class Structures:
 
     def task_keys(self, tasks: Sequence[Task]) -> list[int]:
         """``task`` of many tasks."""
-        keys = self._tasks
-        if any(task.id not in keys for task in tasks):
+        keys, ids = self._tasks, list(map(_task_id, tasks))
+        if not keys.keys() >= set(ids):
             self.prepare(tasks)
-        return [keys[task.id] for task in tasks]
+        return list(map(keys.__getitem__, ids))
 
     def prepare(self, tasks: Sequence[Task]) -> None:
         """Keys, boundaries and bakeable tensors of many tasks at once, as array processing over the
@@ -275,8 +288,7 @@ class Structures:
         rows[heads + 2] = input_counts
         rows[heads + 3] = port_counts - input_counts
         rows[heads[slot_node] + 4 + rank] = local
-        codes = {engine: self._id(("engine", engine.value)) for engine in {task.engine for task in todo}}
-        engines = np.array([codes[task.engine] for task in todo], dtype=np.int64)
+        engines = self._engine_ids(todo)
         per_task = np.arange(n, dtype=np.int64)
         ins_task, outs_task = slot_task[ins_at], slot_task[outs_at]
         parts = [(engines, per_task), (np.diff(body_ptr), per_task),
@@ -288,15 +300,20 @@ class Structures:
         owners = np.concatenate([o for _, o in parts])
         by_task = np.argsort(owners, kind="stable")
         blobs = values[by_task]
-        blob_at = ragged.segments(owners[by_task], n)
-        bake = may_bake[numbered]
+        blob_at = ragged.offsets(np.bincount(owners, minlength=n))  # (rows end to end: counted, not sorted)
         bake = may_bake[numbered]
         batch = _Batch(tensors[ins_at], ragged.segments(ins_task, n), tensors[outs_at], ragged.segments(outs_task, n),
                        (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake],
                        numbered[bake], ragged.segments(unique_task[order][bake], n))
-        for task, key, i in zip(todo, self._intern_rows("task", blobs, blob_at), range(n)):
-            self._tasks[task.id] = key
-            self._prepared[task.id] = (batch, i)
+        ids = [task.id for task in todo]
+        self._tasks.update(zip(ids, self._intern_rows("task", blobs, blob_at)))
+        self._prepared.update(zip(ids, zip(repeat(batch), range(n))))
+
+    def _engine_ids(self, tasks: Sequence[Task]) -> np.ndarray:
+        """Per task: its engine, interned (by value: see engine_value)."""
+        values = list(map(engine_value, tasks))
+        ids = {value: self._id(("engine", value)) for value in set(values)}
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
 
     def code(self, task: Task) -> int:
         """The task up to renaming, with everything the generated code depends on: equal keys, equal code."""
@@ -309,22 +326,18 @@ class Structures:
         A task's code is its row of ints: task key; count, then (number, baked value id) per bakeable
         tensor; count and wire id per input; count and wire id per output."""
         shared = self._shared
-        todo = list({task.id: task for task in tasks if task.id not in shared}.values())
+        ids = list(map(_task_id, tasks))
+        todo = {task_id: task for task_id, task in zip(ids, tasks) if task_id not in shared}
         if not todo:
-            return [shared[task.id] for task in tasks]
-        self.prepare(todo)
-        by_batch: dict[int, list[Task]] = {}
-        for task in todo:
-            by_batch.setdefault(id(self._prepared[task.id][0]), []).append(task)
-        for group in by_batch.values():
-            batch = self._prepared[group[0].id][0]
-            rows = np.array([self._prepared[task.id][1] for task in group], dtype=np.int64)
+            return [shared[task_id] for task_id in ids]
+        self.prepare(list(todo.values()))
+        for batch, group, rows in self._rows_by_batch(list(todo)):
             per_task = np.arange(len(group), dtype=np.int64)
             tensors, owner = ragged.take(batch.bake_at, batch.bake_tensors, rows)
             numbers, _ = ragged.take(batch.bake_at, batch.bake_numbers, rows)
             pairs = np.empty(2 * len(tensors), dtype=np.int64)
             pairs[0::2], pairs[1::2] = numbers, self._baked_ids(tensors)
-            parts = [(np.array([self._tasks[task.id] for task in group], dtype=np.int64), per_task),
+            parts = [(np.fromiter(map(self._tasks.__getitem__, group), dtype=np.int64, count=len(group)), per_task),
                      (np.bincount(owner, minlength=len(group)), per_task), (pairs, np.repeat(owner, 2))]
             if self.analysis.has_qdq:  # (without Q/DQ in the model, no port carries an encoding)
                 for ptr, values, is_input in ((batch.input_at, batch.inputs, True), (batch.output_at, batch.outputs, False)):
@@ -334,9 +347,25 @@ class Structures:
             values = np.concatenate([v for v, _ in parts])
             owners = np.concatenate([o for _, o in parts])
             by_task = np.argsort(owners, kind="stable")
-            keys = self._intern_rows("code", values[by_task], ragged.segments(owners[by_task], len(group)))
-            shared.update(zip([task.id for task in group], keys))
-        return [shared[task.id] for task in tasks]
+            keys = self._intern_rows("code", values[by_task], ragged.offsets(np.bincount(owners, minlength=len(group))))
+            shared.update(zip(group, keys))
+        return [shared[task_id] for task_id in ids]
+
+    def _rows_by_batch(self, ids: list[int]) -> list[tuple[_Batch, list[int], np.ndarray]]:
+        """Prepared tasks grouped by the ``prepare`` call that found them: (its batch, their task ids,
+        their rows there). Usually one batch."""
+        entries = list(map(self._prepared.__getitem__, ids))
+        batches = list(map(itemgetter(0), entries))
+        rows = np.fromiter(map(itemgetter(1), entries), dtype=np.int64, count=len(entries))
+        distinct = dict(zip(map(id, batches), batches))
+        if len(distinct) == 1:
+            return [(batches[0], ids, rows)]
+        owner = np.fromiter(map(id, batches), dtype=np.int64, count=len(batches))  # (an id fits: an address)
+        grouped = []
+        for key, batch in distinct.items():
+            mine = np.flatnonzero(owner == key)
+            grouped.append((batch, [ids[k] for k in mine.tolist()], rows[mine]))
+        return grouped
 
     # -- groups ----------------------------------------------------------------------------------
     def group_io(self, tasks: Sequence[Task]) -> tuple[list[int], list[int]]:
@@ -348,12 +377,13 @@ class Structures:
 
     def groups(self, groups: Sequence[Sequence[Task]]) -> list[int]:
         """``group`` of many groups (their tasks' codes computed at once)."""
-        self.codes([task for tasks in groups for task in tasks])
-        return [self.group(tasks) for tasks in groups]
+        codes = iter(self.codes([task for tasks in groups for task in tasks]))
+        return [self.group(tasks, tuple([next(codes) for _ in tasks])) for tasks in groups]
 
-    def group(self, tasks: Sequence[Task]) -> int:
-        """The group up to renaming, baked values included: equal keys may share one op type."""
-        ids = tuple(task.id for task in tasks)
+    def group(self, tasks: Sequence[Task], codes: tuple[int, ...] | None = None) -> int:
+        """The group up to renaming, baked values included: equal keys may share one op type.
+        ``codes``: the tasks' codes, where the caller has them."""
+        ids = tuple(map(_task_id, tasks))
         key = self._groups.get(ids)
         if key is None:
             first: dict[int, tuple[int, int]] = {}
@@ -363,7 +393,8 @@ class Structures:
                     seen = first.setdefault(tensor, (j, position))
                     if seen[0] != j:
                         shared.append((j, position, *seen))
-            key = self._groups[ids] = self._id(("group", tuple(self.codes(tasks)), tuple(shared)))
+            codes = codes if codes is not None else tuple(self.codes(tasks))
+            key = self._groups[ids] = self._id(("group", codes, tuple(shared)))
         return key
 
     def _wire_ids(self, tensors: np.ndarray, is_input: bool) -> np.ndarray:

@@ -12,6 +12,7 @@ the lowest-gain group of any cycle is dropped until none is left.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -56,8 +57,14 @@ class _Scores:
 
     def pairs(self, firsts: list[Task], seconds: list[Task]) -> list[Verdict]:
         """The verdicts of many pairs (firsts[i], seconds[i])."""
-        keys = zip(self.structures.task_keys(firsts), self.structures.task_keys(seconds))
-        return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
+        keys = list(zip(self.structures.task_keys(firsts), self.structures.task_keys(seconds)))
+        if self.per_instance:
+            return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
+        # Few distinct structures: each scored at its first pair, as one by one would.
+        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # key -> its first pair
+        for key, i in sorted(first.items(), key=itemgetter(1)):
+            self._verdict((firsts[i], seconds[i]), key)
+        return list(map(self._verdicts.__getitem__, keys))
 
     def _verdict(self, tasks: tuple[Task, ...], key: tuple) -> Verdict:
         if self.per_instance:
@@ -97,10 +104,11 @@ def _forward(analysis: Analysis, groups: list[Group]) -> bool:
     count = len(analysis.units)
     place = np.arange(count, dtype=np.int64)
     member = np.full(count, -1, dtype=np.int64)
-    for g, group in enumerate(groups):
-        units = [unit for task in group.tasks for unit in task.units]
-        place[units] = min(units)
-        member[units] = g
+    if groups:
+        group_ptr, units = ragged.from_rows([_units(group) for group in groups])
+        sizes = np.diff(group_ptr)
+        place[units] = np.repeat(np.minimum.reduceat(units, group_ptr[:-1]), sizes)  # (a group has units)
+        member[units] = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
     ptr, targets = ragged.from_rows(analysis.units.successors)
     sources = np.repeat(np.arange(count, dtype=np.int64), np.diff(ptr))
     between = (member[sources] != member[targets]) | (member[sources] < 0)
@@ -223,7 +231,7 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
     for task_id in fused:
         reasons.pop(task_id, None)
     for task in analysis.tasks:
-        if task.fusable and task.id not in reasons and task.id not in fused:
+        if task.id not in reasons and task.id not in fused and task.fusable:
             reasons[task.id] = "every independent partner was taken by a better-scoring group"
     chosen.sort(key=lambda g: g.tasks[0].lo)
     return Selection(tuple(chosen), reasons)

@@ -153,7 +153,7 @@ class Analysis:
     @cached_property
     def has_qdq(self) -> bool:
         """Quantized tensors anywhere (else every port is float and the EP's boundary rule holds)."""
-        return any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.flat.op_types)
+        return any(op in ("QuantizeLinear", "DequantizeLinear") for op, _ in self.flat.op_table[0])
 
     def level_range(self, task: Task) -> tuple[int, int]:
         """Lowest and highest ASAP level of the task's units."""

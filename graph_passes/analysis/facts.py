@@ -67,7 +67,7 @@ class Analysis:
     def decision(self, index: int) -> Decision:
         """Engine class, occupied resource and deciding source of node ``index`` (engines.decide)."""
         flat = self.flat
-        facts = self.engine_map.node(flat.node(index).name) if self.engine_map is not None else None
+        facts = self.engine_map.node(flat.node_names[index]) if self.engine_map is not None else None
         return decide(flat.op_types[index], flat.domains[index], facts, self.htp)
 
     @cached_property
@@ -207,6 +207,6 @@ def runs_on_htp(backend: Backend | None) -> bool:
 
 def _default_label(flat: FlatGraph) -> Callable[[int], str]:
     def label(index: int) -> str:
-        name = flat.node(index).name
+        name = flat.node_names[index]
         return f"{flat.op_types[index]} {name!r}" if name else f"#{index} {flat.op_types[index]}"
     return label

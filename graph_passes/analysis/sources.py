@@ -97,7 +97,7 @@ class Sources:
         self._components: list[str] | None = None
 
     def node_part(self, index: int) -> Part:
-        name = self.analysis.flat.node(index).name
+        name = self.analysis.flat.node_names[index]
         micro_batch = None
         match = _MICRO_BATCH.match(name) if self.micro_batches else None
         if match and int(match.group(1)) < self.micro_batches:

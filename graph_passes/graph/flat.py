@@ -1,6 +1,6 @@
 """The graph the pass edits as flat integer arrays, built in one walk over the protobuf.
 
-    nodes    op_types[i], domains[i], inputs[i] / outputs[i] (tensor ids; -1 = omitted optional input);
+    nodes    op_types[i], domains[i], node_names[i], inputs[i] / outputs[i] (tensor ids; -1 = omitted optional input);
              a node with subgraphs (If/Loop/Scan) lists the outer tensors they read after its own
              inputs (subgraphs.py): ``explicit[i]`` is the number of inputs the NodeProto itself has
     tensors  names[t], ids[name], producer[t] (node or -1), consumers[t] (nodes, each once, in order),
@@ -81,6 +81,7 @@ class FlatGraph:
     model: onnx.ModelProto  # node i of the flat graph is model.graph.node[i]
     op_types: list[str]
     domains: list[str]
+    node_names: list[str]
     inputs: list[tuple[int, ...]]
     outputs: list[tuple[int, ...]]
     names: list[str]
@@ -139,8 +140,10 @@ class FlatGraph:
         nodes = graph.node
         op_types = [node.op_type for node in nodes]
         domains = [node.domain for node in nodes]
+        node_names: list[str] = []
         minus_one = repeat(-1)
         for index, node in enumerate(nodes):
+            node_names.append(node.name)
             # In a sorted, valid graph every input is known by now: one lookup per name, and the
             # slow path (which interns unknown names in order) only for what is not.
             ins = tuple(map(get, node.input, minus_one))
@@ -194,7 +197,7 @@ class FlatGraph:
                     copy.CopyFrom(source[ids[original]])
                     copy.name = alias
                     source[ids[alias]] = copy
-        return FlatGraph(model, op_types, domains, inputs, outputs, names, ids, producer, consumers, type_of,
+        return FlatGraph(model, op_types, domains, node_names, inputs, outputs, names, ids, producer, consumers, type_of,
                          types, static, initializer, graph_inputs, graph_outputs, source, explicit)
 
     # -- lookups ---------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def _is_quantized_side(flat: FlatGraph, tensor: int) -> bool:
 
 
 def _node(flat: FlatGraph, index: int) -> str:
-    return f"{flat.op_types[index]} {flat.node(index).name!r}"
+    return f"{flat.op_types[index]} {flat.node_names[index]!r}"
 
 
 def claim_blocker(flat: FlatGraph, nodes: list[int], peeled: Peeled | None = None) -> str | None:
@@ -117,6 +117,6 @@ def peel_blocker(flat: FlatGraph, nodes: list[int]) -> str | None:
             continue
         leaves, read_inside = _q_readers(flat, index, inside)
         if leaves and read_inside:
-            return (f"QuantizeLinear {flat.node(index).name!r}: its result is read both inside and outside the task "
+            return (f"QuantizeLinear {flat.node_names[index]!r}: its result is read both inside and outside the task "
                     "(the QNN EP cannot claim a fused node with a quantized output)")
     return None

@@ -9,11 +9,11 @@ import onnx
 
 class NameScope:
     def __init__(self, model: onnx.ModelProto, tensor_names: Iterable[str] | None = None,
-                 op_types: Iterable[str] | None = None) -> None:
-        """``tensor_names`` / ``op_types``: the model's, where the caller has them listed already
-        (a flat graph), so the protobuf is not walked for them again."""
+                 op_types: Iterable[str] | None = None, node_names: Iterable[str] | None = None) -> None:
+        """``tensor_names`` / ``op_types`` / ``node_names``: the model's, where the caller has them listed
+        already (a flat graph), so the protobuf is not walked for them again."""
         graph = model.graph
-        taken = {node.name for node in graph.node}
+        taken = set(node_names if node_names is not None else (node.name for node in graph.node))
         if tensor_names is None:
             taken.update(name for node in graph.node for name in (*node.input, *node.output))
             taken.update(info.name for info in (*graph.input, *graph.output))

@@ -278,17 +278,17 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     ops = flat.op_types
     engines = {key: htp_engine(engine_of(*key)) if htp else engine_of(*key) for key in flat.op_table[0]}
     constant, constant_tensors = _constant_nodes(flat, engines)
-    groups_ptr, groups_members = _group_nodes(flat, folds, constant_tensors)
-    group_count = len(groups_ptr) - 1
+    by_core_ptr, by_core_nodes = _group_nodes(flat, folds, constant_tensors)
+    group_count = len(by_core_ptr) - 1
     group_of = None
     if group_count != len(ops):
         group_of = np.empty(len(ops), dtype=np.int64)
-        group_of[groups_members] = np.repeat(np.arange(group_count, dtype=np.int64), np.diff(groups_ptr))
+        group_of[by_core_nodes] = np.repeat(np.arange(group_count, dtype=np.int64), np.diff(by_core_ptr))
     succ_ptr, succ_values = _group_successors(flat, group_count, group_of)
     succ = succ_values.tolist()
     # ASAP levels over the group DAG. Groups are ordered by their last node, which is a topological
     # order: edges leave a unit only from its last node (the op, the Q or the epilogue that alone reads it).
-    order = np.argsort(groups_members[groups_ptr[1:] - 1], kind="stable")
+    order = np.argsort(by_core_nodes[by_core_ptr[1:] - 1], kind="stable")
     level = [0] * group_count
     bounds = succ_ptr.tolist()
     for gid in order.tolist():
@@ -300,7 +300,7 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     ranked_array = order[np.argsort(level_array[order], kind="stable")]  # by level, then by last node
     position_array = np.empty(group_count, dtype=np.int64)
     position_array[ranked_array] = np.arange(group_count, dtype=np.int64)
-    group_members, member_unit = ragged.take(groups_ptr, groups_members, ranked_array)  # units in rank order
+    group_members, member_unit = ragged.take(by_core_ptr, by_core_nodes, ranked_array)  # units in rank order
     group_ptr = ragged.segments(member_unit, group_count)
     cores = _cores(flat, group_ptr, group_members, member_unit)
     constant_nodes = np.frombuffer(bytes(constant), dtype=np.uint8).astype(bool)

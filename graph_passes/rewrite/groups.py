@@ -79,6 +79,12 @@ def _slots(node_count: int, calls: Sequence[Call]) -> list[tuple[int, int]]:
     return list(zip(is_call.astype(np.int64).tolist(), np.where(is_call, called, kept).tolist()))
 
 
+def _slot_arrays(slots: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(kinds, indices) of the slots as arrays: kind 1 (a call) or 0 (an original node)."""
+    pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
+    return pairs[0::2], pairs[1::2]
+
+
 def _order(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> list[int]:
     """A topological order of the new node list, staying as close to the given order as it can.
 
@@ -149,8 +155,8 @@ class _SlotPorts:
 def _slot_ports(flat: FlatGraph, slots: list[tuple[int, int]], calls: Sequence[Call]) -> _SlotPorts:
     """Where each tensor is made and which slots read one made later, for all slots at once: usually
     none (the slots are already in a topological order: a fused node takes the place of its first member)."""
-    pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
-    kinds, indices = pairs[0::2].astype(bool), pairs[1::2]
+    kinds, indices = _slot_arrays(slots)
+    kinds = kinds.astype(bool)
     node_slots = np.flatnonzero(~kinds)
     table = ports(flat, np.arange(len(node_slots) + 1, dtype=np.int64), indices[node_slots])
     tensors, is_input, tensor_slots = table.tensors, table.is_input, node_slots[table.node]
@@ -193,8 +199,8 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
     # access), then the fused nodes; the order picks from that pool.
     pool = list(model.graph.node)
     pool += [fused_node(ops[call.op], call, names) for call in calls]
-    pairs = np.fromiter(chain.from_iterable(slots), dtype=np.int64, count=2 * len(slots))
-    picks = pairs[1::2] + pairs[0::2] * flat.node_count  # a call's node sits after the originals
+    kinds, indices = _slot_arrays(slots)
+    picks = indices + kinds * flat.node_count  # a call's node sits after the originals
     nodes = list(map(pool.__getitem__, picks[_order(flat, slots, calls)].tolist()))
     del graph.node[:]
     graph.node.extend(nodes)

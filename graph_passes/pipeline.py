@@ -153,12 +153,13 @@ def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> Analy
     mark = time.process_time()
     typed = loaded.inferred.graph
     flat = FlatGraph.build(loaded.model, typed)
+    listed = (flat.node_names, flat.op_types) if loaded.origin is None else None  # the file's nodes, as read
     copies = dequantize_copies(loaded.model, flat)
     if copies.made:
         flat = FlatGraph.build(copies.model, typed, copies.aliases)
     prepared = copies.model
     labels = NodeLabels(loaded.file if loaded.file is not None else loaded.model.graph, prepared.graph, loaded.origin,
-                        copies.sources, copies.copies, MIN_OPSET if loaded.upgraded_from is not None else None)
+                        copies.sources, copies.copies, MIN_OPSET if loaded.upgraded_from is not None else None, listed)
     timings["prepare"] = time.process_time() - mark
     mark = time.process_time()
     analysis = Analysis.of(prepared, backend, folds=_folds(scorer), flat=flat, label=labels,

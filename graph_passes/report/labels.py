@@ -20,11 +20,13 @@ import onnx
 class NodeLabels:
     def __init__(self, file: onnx.GraphProto, edited: onnx.GraphProto, origin: Sequence[int] | None,
                  sources: Sequence[int] | None = None, copies: frozenset[int] = frozenset(),
-                 upgraded_to: int | None = None) -> None:
+                 upgraded_to: int | None = None, listed: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
         """``origin``: node of the loaded model -> file index (-1 added), None for the identity;
         ``sources``: node of the edited model -> node of the loaded model, None for the identity;
-        ``copies``: edited nodes that are copies made by the pass."""
+        ``copies``: edited nodes that are copies made by the pass; ``listed``: the file's node names and
+        op types where the caller has them listed already (a flat graph of the file's own nodes)."""
         self.file = file
+        self.listed = listed
         self.edited = edited
         self.origin = origin
         self.sources = sources
@@ -51,7 +53,9 @@ class NodeLabels:
         return f"{label} (copy)" if node in self.copies else label
 
     def of_file(self, index: int) -> str:
-        # (reports name a few thousand nodes at most: a lookup each is cheaper than a walk over a large model)
-        node = self.file.node[index]
-        name, op_type = node.name, node.op_type
+        if self.listed is not None:
+            name, op_type = self.listed[0][index], self.listed[1][index]
+        else:  # (reports name a few thousand nodes at most: a lookup each is cheaper than a walk over a large model)
+            node = self.file.node[index]
+            name, op_type = node.name, node.op_type
         return f"{op_type} {name!r}" if name else f"#{index} {op_type}"

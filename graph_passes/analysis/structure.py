@@ -61,7 +61,12 @@ def _small_integer(kind: TensorType) -> bool:
 
 @cache
 def _hash_factors(length: int) -> np.ndarray:
-    return np.random.default_rng(0x5EED).integers(1, 2**63, size=length, dtype=np.uint64) | np.uint64(1)
+    """Fixed odd 64-bit factors, one per column: splitmix64 of 1 .. length (numpy's random module is a
+    0.01 s import the pass need not pay)."""
+    z = np.arange(1, length + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31)) | np.uint64(1)
 
 
 def _row_hashes(block: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from onnx import helper
 
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.dataflow import overridable_initializers
-from hexfuse.graph_passes.graph.subgraphs import has_subgraph, outer_reads
+from hexfuse.graph_passes.graph.subgraphs import has_subgraph, may_hold_subgraph, outer_reads
 
 ONNX_DOMAINS = ("", "ai.onnx")
 # Never folded: random ops give a new value on every run; ONNX Runtime keeps DequantizeLinear of a
@@ -36,8 +36,6 @@ _NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "R
                          "Bernoulli", "DequantizeLinear", "If", "Loop", "Scan"})
 
 FOLD_STEPS = 32  # array steps of the constant-folding marks before the walk in topological order
-
-_GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # the standard ops with a graph attribute
 
 
 @dataclass(frozen=True)
@@ -150,7 +148,7 @@ class FlatGraph:
             if -1 in ins:
                 ins = port_ids(node.input)
             # (reading a protobuf field costs: the attributes only of ops that may hold a subgraph)
-            if (op_types[index] in _GRAPH_OPS or domains[index] not in ONNX_DOMAINS) and node.attribute and has_subgraph(node):
+            if may_hold_subgraph(op_types[index], domains[index]) and node.attribute and has_subgraph(node):
                 reads = outer_reads(node)
                 if reads:
                     explicit[index] = len(ins)

@@ -17,6 +17,14 @@ from __future__ import annotations
 import onnx
 
 _SUBGRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+_GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # the standard ops with a graph attribute
+
+
+def may_hold_subgraph(op_type: str, domain: str) -> bool:
+    """Whether a node of this op can have a graph attribute: a standard op with one in its schema, or
+    any op of another domain (custom ops, model-local functions). The checker refuses a graph
+    attribute anywhere else, and reading a node's attributes costs: ask this first."""
+    return op_type in _GRAPH_OPS or domain not in ("", "ai.onnx")
 
 
 def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
@@ -66,4 +74,6 @@ def outer_reads(node: onnx.NodeProto) -> tuple[str, ...]:
 
 def node_reads(node: onnx.NodeProto) -> list[str]:
     """Explicit inputs (with "" for omitted ones), then outer-scope reads."""
+    if not may_hold_subgraph(node.op_type, node.domain):
+        return list(node.input)
     return [*node.input, *outer_reads(node)]

@@ -22,6 +22,7 @@ import contextvars
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import onnx
@@ -232,13 +233,16 @@ def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int |
     return upgraded, opset, origin
 
 
-def _sorted(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[int] | None]:
-    """The model with its nodes in topological order and the order taken (None if unchanged); refuse cycles."""
+def _sorted(path: Path, model: onnx.ModelProto, reads: list[list[str]],
+            writes: list[list[str]]) -> tuple[onnx.ModelProto, list[int] | None]:
+    """The model with its nodes in topological order and the order taken (None if unchanged); refuse
+    cycles. ``reads`` / ``writes``: each node's ``node_reads`` and outputs."""
     graph = model.graph
-    order = topological_order(graph)  # raises on a cycle
+    order = topological_order(graph, reads, writes)  # raises on a cycle
     if order == list(range(len(graph.node))):
         return model, None
-    nodes = [graph.node[i] for i in order]
+    nodes = list(graph.node)  # (indexing the repeated field builds a wrapper per access)
+    nodes = [nodes[i] for i in order]
     sorted_model = onnx.ModelProto()
     sorted_model.CopyFrom(model)
     del sorted_model.graph.node[:]
@@ -246,15 +250,17 @@ def _sorted(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[i
     return sorted_model, order
 
 
-def _check_defined(graph: onnx.GraphProto) -> None:
+def _check_defined(graph: onnx.GraphProto, reads: list[list[str]], writes: list[list[str]]) -> None:
     """Name the first tensor nobody defines (the checker's own message blames the sort order);
-    subgraphs' reads of the outer scope count (subgraphs.py)."""
+    subgraphs' reads of the outer scope count (``reads`` / ``writes``: each node's ``node_reads``,
+    subgraphs.py, and outputs)."""
     defined = {info.name for info in graph.input} | {init.name for init in graph.initializer}
     defined.update(init.values.name for init in graph.sparse_initializer)
-    defined.update(name for node in graph.node for name in node.output)
-    for node in graph.node:
-        for name in node_reads(node):
+    defined.update(chain.from_iterable(writes))
+    for index, names in enumerate(reads):
+        for name in names:
             if name and name not in defined:
+                node = graph.node[index]
                 raise HexfuseError(f"node {node.name or node.op_type!r} reads {name!r}, which no node, input or initializer defines")
 
 
@@ -293,17 +299,19 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
         onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
         # Undefined tensors and unsorted graphs fail the checker too: word the first, sort the second.
+        reads = [node_reads(node) for node in model.graph.node]
+        writes = [list(node.output) for node in model.graph.node]
         try:
-            _check_defined(model.graph)
-            model, order = _sorted(path, model)
+            _check_defined(model.graph, reads, writes)
+            model, order = _sorted(path, model, reads, writes)
         except HexfuseError as inner:
             raise HexfuseError(f"{path}: {inner}") from None
         if order is None:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(exc)}") from None
         origin = [origin[i] for i in order] if origin is not None else order
-        exact = None
+        exact = model.SerializeToString()  # once, for the checker and shape inference
         try:
-            onnx.checker.check_model(model)
+            onnx.checker.check_model(exact)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
     try:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.graph.subgraphs import node_reads
 
 
 class CycleError(HexfuseError):
@@ -30,14 +29,17 @@ def topological_order_of(inputs: Sequence[Sequence[str]], outputs: Sequence[Sequ
         for name in names:
             if name:
                 producer[name] = index
+    get = producer.get
     missing = [0] * len(inputs)
     users: list[list[int]] = [[] for _ in inputs]
     for index, names in enumerate(inputs):
-        for source in {producer[name] for name in names if name in producer}:
-            if source == index:
-                raise CycleError(index, f"graph has a cycle: node #{index} consumes its own output")
+        sources = set(map(get, names))  # each producer once; None: nobody produces it
+        sources.discard(None)
+        if index in sources:
+            raise CycleError(index, f"graph has a cycle: node #{index} consumes its own output")
+        missing[index] = len(sources)
+        for source in sources:
             users[source].append(index)
-            missing[index] += 1
     ready = [index for index, count in enumerate(missing) if count == 0]
     heapq.heapify(ready)
     order: list[int] = []
@@ -54,11 +56,12 @@ def topological_order_of(inputs: Sequence[Sequence[str]], outputs: Sequence[Sequ
     return order
 
 
-def topological_order(graph: onnx.GraphProto) -> list[int]:
-    """Subgraphs' outer-scope reads order their node like inputs (subgraphs.py)."""
+def topological_order(graph: onnx.GraphProto, reads: Sequence[Sequence[str]], writes: Sequence[Sequence[str]]) -> list[int]:
+    """``reads`` / ``writes``: each node's ``node_reads`` (subgraphs.py: outer-scope reads order a node
+    like inputs) and outputs; ``graph`` words the error."""
     nodes = graph.node
     try:
-        return topological_order_of([node_reads(n) for n in nodes], [list(n.output) for n in nodes])
+        return topological_order_of(reads, writes)
     except CycleError as exc:
         node = nodes[exc.node_index]
         label = node.name or f"#{exc.node_index}"

@@ -129,10 +129,11 @@ def diff(name: str, want: np.ndarray, got: np.ndarray) -> OutputDiff:
     return OutputDiff(name, max_abs, max_abs / scale)
 
 
-def compare_on_cpu(original: bytes, fused: bytes, seed: int = 0) -> list[OutputDiff]:
-    """Both whole models on the same seeded inputs, every output of the fused model compared."""
+def compare_on_cpu(original: bytes, fused: bytes, seed: int = 0, level: str = "default") -> list[OutputDiff]:
+    """Both whole models on the same seeded inputs, every output of the fused model compared; ``level``
+    as in ``session``, for both."""
     model = onnx.load_model_from_string(original)
     feeds = random_inputs(model, seed)
-    expected = run(original, feeds, what="the original model")
-    actual = run(fused, feeds, what="the fused model")
+    expected = run(original, feeds, level, what="the original model")
+    actual = run(fused, feeds, level, what="the fused model")
     return [diff(name, want, actual[name]) for name, want in expected.items() if name in actual]

@@ -11,11 +11,12 @@ import os
 
 import numpy as np
 import onnx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu, session
 from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.passes import fuse_model
 
@@ -49,6 +50,11 @@ def random_dag(draw) -> onnx.ModelProto:
     consumed = {name for node in nodes for name in node.input}
     outputs = [t for t in produced if t not in consumed]  # every sink is an output
     outputs += [t for t in draw(st.lists(st.sampled_from(produced), max_size=2, unique=True)) if t not in outputs]
+    return _model(nodes, inputs, outputs)
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
+    """The nodes as a model: every tensor (SIZE, SIZE) float, the shared initializers of ``random_dag``."""
     value = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [SIZE, SIZE])  # noqa: E731
     inits = [
         numpy_helper.from_array(np.random.default_rng(0).standard_normal((SIZE, SIZE)).astype(np.float32), "w_shared"),
@@ -62,15 +68,39 @@ def random_dag(draw) -> onnx.ModelProto:
     return model
 
 
+def _default_optimizers_fail() -> onnx.ModelProto:
+    """A model ONNX Runtime 1.32.0 cannot load at its default optimization level (its optimizers read a
+    node index past the graph's end): a constant Q -> DQ -> Transpose read by a MatMul twice and by a
+    second Transpose. Drawn by the fuzz run; the pass leaves it unchanged."""
+    nodes = [helper.make_node("Relu", ["x0"], ["t0"], name="n0"),
+             helper.make_node("QuantizeLinear", ["w_shared", "scale", "zero"], ["q1"], name="q1"),
+             helper.make_node("DequantizeLinear", ["q1", "scale", "zero"], ["t1"], name="n1"),
+             helper.make_node("Transpose", ["t1"], ["t2"], name="n2", perm=[1, 0]),
+             helper.make_node("MatMul", ["t2", "t2"], ["t3"], name="n3"),
+             helper.make_node("Transpose", ["t2"], ["t4"], name="n4", perm=[1, 0])]
+    return _model(nodes, ["x0"], ["t0", "t3", "t4"])
+
+
+def _oracle_level(original: bytes) -> str:
+    """ONNX Runtime's default optimizations, unless they fail on the original model itself (a runtime
+    bug, not the pass's: ``_default_optimizers_fail``); then both models run as written."""
+    try:
+        session(original)
+    except HexfuseError:
+        return "none"
+    return "default"
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=random_dag())
+@example(model=_default_optimizers_fail())
 def test_fusing_random_dags_is_safe(tmp_path_factory, model):
     path = tmp_path_factory.mktemp("dag") / "m.onnx"
     onnx.save(model, path)
     result = fuse_model(path, BalanceScorer(min_gain=0.0))
     fused = onnx.load_model_from_string(result.model_bytes)
     onnx.checker.check_model(fused, full_check=True)  # also rejects cycles (nodes must be sorted)
-    diffs = compare_on_cpu(path.read_bytes(), result.model_bytes)
+    diffs = compare_on_cpu(path.read_bytes(), result.model_bytes, level=_oracle_level(path.read_bytes()))
     assert all(d.equal for d in diffs), [(d.name, d.max_rel) for d in diffs]
     again_path = path.with_name("fused.onnx")
     again_path.write_bytes(result.model_bytes)

@@ -27,9 +27,8 @@ from hexfuse.graph_passes.graph.ports import ports
 class BufferMap:
     def __init__(self, flat: FlatGraph) -> None:
         parent: dict[int, int] = {}
-        ops, op_index = flat.op_table  # (views are decided once per distinct op, not per node)
-        is_view = np.array([op_type in VIEW_OPS and domain in ONNX_DOMAINS for op_type, domain in ops], dtype=bool)
-        for index in np.flatnonzero(is_view[op_index]).tolist():
+        is_view = flat.op_marks(lambda op, domain: op in VIEW_OPS and domain in ONNX_DOMAINS)
+        for index in np.flatnonzero(is_view).tolist():
             ins, outs = flat.inputs[index], flat.outputs[index]
             if ins and outs and ins[0] >= 0 and outs[0] >= 0:
                 parent[outs[0]] = ins[0]

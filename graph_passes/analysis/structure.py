@@ -137,10 +137,8 @@ class Structures:
         (the tensors spec_builder gives a QuantSpec)."""
         flat = self.flat
         marks = bytearray(len(flat.names))
-        ops, op_index = flat.op_table  # (Q and DQ nodes found per distinct op, not per node)
-        qdq = np.array([op_type in ("QuantizeLinear", "DequantizeLinear") and domain in ONNX_DOMAINS
-                        for op_type, domain in ops], dtype=bool)
-        for index in np.flatnonzero(qdq[op_index]).tolist():
+        qdq = flat.op_marks(lambda op, domain: op in ("QuantizeLinear", "DequantizeLinear") and domain in ONNX_DOMAINS)
+        for index in np.flatnonzero(qdq).tolist():
             ins = flat.inputs[index]
             if len(ins) < 2 or ins[1] < 0 or not flat.is_constant(ins[1]):
                 continue
@@ -169,9 +167,7 @@ class Structures:
         flat = self.flat
         marks = self._quantized_marks.copy()
         marks |= np.frombuffer(bytes(flat.static), dtype=np.uint8).astype(bool)
-        ops, op_index = flat.op_table
-        constant = np.array([op_type == "Constant" for op_type, _ in ops], dtype=bool)
-        for index in np.flatnonzero(constant[op_index]).tolist():
+        for index in np.flatnonzero(flat.op_marks(lambda op, _: op == "Constant")).tolist():
             for tensor in flat.outputs[index]:
                 if tensor >= 0:
                     marks[tensor] = True
@@ -186,8 +182,7 @@ class Structures:
             missing = ragged.distinct(missing)
             # Where the schema defines no attribute at all, the checker refuses any: none count, and
             # the node's protobuf is not touched (most nodes of a model: MatMul, Add, Mul, ...).
-            ops, op_index = self.flat.op_table
-            takes = np.array([_takes_attributes(*op, self.opset) for op in ops], dtype=bool)[op_index[missing]]
+            takes = flat.op_marks(lambda op, domain: _takes_attributes(op, domain, self.opset))[missing]
             keys[missing[~takes]] = -1
             graph_nodes, read = flat.nodes, missing[takes]
             found = []
@@ -301,11 +296,7 @@ class Structures:
                  (np.diff(numbered_ptr), per_task), (signatures[numbered], unique_task[order]),
                  (np.bincount(ins_task, minlength=n), per_task), (local[ins_at], ins_task),
                  (np.bincount(outs_task, minlength=n), per_task), (local[outs_at], outs_task)]
-        values = np.concatenate([v for v, _ in parts])
-        owners = np.concatenate([o for _, o in parts])
-        by_task = np.argsort(owners, kind="stable")
-        blobs = values[by_task]
-        blob_at = ragged.offsets(np.bincount(owners, minlength=n))  # (rows end to end: counted, not sorted)
+        blob_at, blobs = ragged.by_owner(parts, n)
         bake = may_bake[numbered]
         batch = _Batch(tensors[ins_at], ragged.segments(ins_task, n), tensors[outs_at], ragged.segments(outs_task, n),
                        (np.arange(len(numbered), dtype=np.int64) - numbered_ptr[unique_task[order]])[bake],
@@ -349,10 +340,8 @@ class Structures:
                     ports, port_owner = ragged.take(ptr, values, rows)
                     parts += [(np.bincount(port_owner, minlength=len(group)), per_task),
                               (self._wire_ids(ports, is_input), port_owner)]
-            values = np.concatenate([v for v, _ in parts])
-            owners = np.concatenate([o for _, o in parts])
-            by_task = np.argsort(owners, kind="stable")
-            keys = self._intern_rows("code", values[by_task], ragged.offsets(np.bincount(owners, minlength=len(group))))
+            code_at, code_rows = ragged.by_owner(parts, len(group))
+            keys = self._intern_rows("code", code_rows, code_at)
             shared.update(zip(group, keys))
         return [shared[task_id] for task_id in ids]
 

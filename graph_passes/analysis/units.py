@@ -89,9 +89,8 @@ def _owners(flat: FlatGraph, folds: frozenset[str], constant: bytearray) -> list
     hosts = np.flatnonzero(host_marks(flat, constant)).tolist() if folds else []
     host_of: dict[int, str] = {index: ops[index] for index in hosts}
     dequantize = []
-    table, op_index = flat.op_table
-    visited = np.array([op in special and domain in ONNX_DOMAINS for op, domain in table], dtype=bool)
-    for index in np.flatnonzero(visited[op_index]).tolist():  # (the other nodes never join another's unit)
+    visited = flat.op_marks(lambda op, domain: op in special and domain in ONNX_DOMAINS)
+    for index in np.flatnonzero(visited).tolist():  # (the other nodes never join another's unit)
         op_type = ops[index]
         if op_type == "DequantizeLinear":
             dequantize.append(index)
@@ -128,9 +127,8 @@ def _constant_nodes(flat: FlatGraph, engines: dict[tuple[str, str], Engine]) -> 
     """(nodes, tensors) computed from initializers and constants alone: runtimes fold them, so such
     nodes stay outside fused nodes (their outputs become static inputs) and never anchor a task.
     IR<4 models list weights as inputs too: still weights."""
-    ops, op_index = flat.op_table
-    known = np.array([engines[op] is not Engine.OPAQUE for op in ops], dtype=bool)
-    return constant_closure(flat, bytearray(flat.initializer), known[op_index])
+    known = flat.op_marks(lambda *op: engines[op] is not Engine.OPAQUE)
+    return constant_closure(flat, bytearray(flat.initializer), known)
 
 
 class _Blockers:
@@ -176,7 +174,7 @@ class _Blockers:
         worded = constant | opaque
         faulty = self.first_bad_port >= 0
         if self.supported_ops is not None:
-            faulty |= np.array([op not in self.supported_ops for op, _ in ops], dtype=bool)[op_index]
+            faulty |= flat.op_marks(lambda op, _: op not in self.supported_ops)
         np.logical_or.at(worded, member_unit, faulty[members])
         free = np.array([engine is Engine.FREE for engine in engine_list], dtype=bool)[core_engines]
         to_free = ~free & self._shape_arithmetic()[cores]
@@ -249,8 +247,7 @@ def _group_successors(flat: FlatGraph, count: int, group_of: np.ndarray | None) 
 
 def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_unit: np.ndarray) -> np.ndarray:
     """Per unit, its core: the first member that is not a Q or DQ, else its first member."""
-    ops, op_index = flat.op_table
-    qdq = np.array([op in _QDQ for op, _ in ops], dtype=bool)[op_index]
+    qdq = flat.op_marks(lambda op, _: op in _QDQ)
     cores = members[group_ptr[:-1]].copy()
     plain = np.flatnonzero(~qdq[members])
     units, first = np.unique(member_unit[plain], return_index=True)  # each unit's first plain member

@@ -16,7 +16,7 @@ much as a dozen list lookups, and the pass touches every node several times.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -245,6 +245,11 @@ class FlatGraph:
             table = self.__dict__["_op_table"] = (list(ops), np.array(index, dtype=np.int64))
         return table
 
+    def op_marks(self, predicate: Callable[[str, str], bool]) -> np.ndarray:
+        """Per node: ``predicate(op_type, domain)``, asked once per distinct op (``op_table``)."""
+        ops, op_index = self.op_table
+        return np.array([predicate(*op) for op in ops], dtype=bool)[op_index]
+
     @property
     def consumer_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, node ids) of every tensor's consumers, as one ragged array."""
@@ -283,9 +288,8 @@ class FlatGraph:
         return marks
 
     def _fold_marks(self) -> bytearray:
-        ops, op_index = self.op_table
-        folding = np.array([domain in ONNX_DOMAINS and op not in _NOT_FOLDED for op, domain in ops], dtype=bool)
-        return constant_closure(self, bytearray(self.static), folding[op_index])[1]
+        folding = self.op_marks(lambda op, domain: domain in ONNX_DOMAINS and op not in _NOT_FOLDED)
+        return constant_closure(self, bytearray(self.static), folding)[1]
 
     def constant_value(self, tensor: int) -> np.ndarray | None:
         if tensor in self._values:

@@ -58,8 +58,7 @@ def host_marks(flat: FlatGraph, constant: bytearray) -> np.ndarray:
     """Per node: a Conv / MatMul / Gemm whose weights (input 1) are constant, so that epilogues can
     fold into it; for all nodes at once."""
     ptr, ports, input_counts = flat.port_arrays
-    ops, op_index = flat.op_table
-    matrix = np.array([op in HOSTS and domain in ONNX_DOMAINS for op, domain in ops], dtype=bool)[op_index]
+    matrix = flat.op_marks(lambda op, domain: op in HOSTS and domain in ONNX_DOMAINS)
     has_weights = matrix & (input_counts > 1)
     weights = np.full(flat.node_count, -1, dtype=np.int64)
     weights[has_weights] = ports[ptr[:-1][has_weights] + 1]

@@ -39,6 +39,14 @@ def segments(owner: np.ndarray, count: int) -> np.ndarray:
     return offsets(np.bincount(owner, minlength=count))
 
 
+def by_owner(parts: Sequence[tuple[np.ndarray, np.ndarray]], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values) of rows 0 .. count - 1 gathered from (values, owner row) parts: each row holds
+    its values part after part, each part's values in their order (a stable sort by owner)."""
+    values = np.concatenate([v for v, _ in parts])
+    owners = np.concatenate([o for _, o in parts])
+    return offsets(np.bincount(owners, minlength=count)), values[np.argsort(owners, kind="stable")]
+
+
 def distinct(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values. (``np.unique`` without return flags takes a hash path in numpy 2.3+
     that is 10-30x slower than a sort on these arrays.)"""

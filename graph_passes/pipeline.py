@@ -33,6 +33,7 @@ from hexfuse.graph_passes.graph.flat import FlatGraph
 from hexfuse.graph_passes.graph.qdq import dequantize_copies
 from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
 from hexfuse.graph_passes.load.model import MIN_OPSET, PROTOBUF_LIMIT, LoadedModel, load_model
+from hexfuse.graph_passes.load.toposort import topological_order_of
 from hexfuse.graph_passes.report.labels import NodeLabels
 from hexfuse.graph_passes.rewrite.groups import Call, fused_node, rewrite_groups, written_changes
 from hexfuse.graph_passes.select.balance import Scorer
@@ -308,15 +309,12 @@ def _new_parts(fused: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedOp], 
 
 
 def _called_first(calls: Iterable[Call]) -> list[Call]:
-    """The calls in an order where each comes after those whose outputs it reads (a few calls: one per op)."""
-    pending = sorted(calls, key=lambda call: min(call.nodes))
-    ordered: list[Call] = []
-    while pending:
-        made = {tensor for call in pending for tensor in call.outputs}
-        ready = next(call for call in pending if made.isdisjoint(call.inputs))  # the rewrite proved no cycle
-        ordered.append(ready)
-        pending.remove(ready)
-    return ordered
+    """The calls in an order where each comes after those whose outputs it reads, else in the order of
+    their first nodes (the rewrite proved there is no cycle)."""
+    by_first = sorted(calls, key=lambda call: min(call.nodes))
+    order = topological_order_of([list(map(str, call.inputs)) for call in by_first],
+                                 [list(map(str, call.outputs)) for call in by_first])  # tensor ids as names
+    return [by_first[i] for i in order]
 
 
 def write_outputs(result: FuseResult, out: Path, report_text: str,

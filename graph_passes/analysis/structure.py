@@ -188,8 +188,8 @@ class Structures:
             found = []
             for index in read.tolist():
                 attributes = graph_nodes[index].attribute
-                key = ("attrs", tuple([a.SerializeToString() for a in attributes])) if attributes else None
-                found.append(self._id(key) if key is not None else -1)
+                key = ("attrs", tuple([a.SerializeToString() for a in attributes]))
+                found.append(self._id(key) if attributes else -1)
             keys[read] = found
         return keys[nodes]
 

@@ -12,7 +12,6 @@ the lowest-gain group of any cycle is dropped until none is left.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -61,10 +60,11 @@ class _Scores:
         if self.per_instance:
             return [self._verdict((a, b), key) for a, b, key in zip(firsts, seconds, keys)]
         # Few distinct structures: each scored at its first pair, as one by one would.
-        first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # key -> its first pair
-        for key, i in sorted(first.items(), key=itemgetter(1)):
-            self._verdict((firsts[i], seconds[i]), key)
-        return list(map(self._verdicts.__getitem__, keys))
+        verdicts = self._verdicts
+        for a, b, key in zip(firsts, seconds, keys):
+            if key not in verdicts:
+                self._verdict((a, b), key)
+        return list(map(verdicts.__getitem__, keys))
 
     def _verdict(self, tasks: tuple[Task, ...], key: tuple) -> Verdict:
         if self.per_instance:

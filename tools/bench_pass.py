@@ -17,6 +17,9 @@ CPU seconds are the process's user + system time (all threads), wall seconds its
 ``--repeat N`` every figure is the median of N runs. Ratios are against ORT basic: the goals are
 pass <= 0.25 and fuse <= 2.
 
+Below the table, per size: the pass's stages (CPU s, its last run) and, of the load, the CPU of onnx's
+checker and shape inference (C++: the part no code of the pass can shorten).
+
 The commands run as on a user's machine: Python caches compiled bytecode (a pip install compiles it
 at install time). A ``PYTHONDONTWRITEBYTECODE`` in the environment would make every ``hexfuse fuse``
 compile the project again (0.1 s here), so the children run without it, after one warm-up command.
@@ -57,7 +60,8 @@ def _inside(kind: str, path: str) -> None:
         cpu, wall = time.process_time(), time.perf_counter()
         result = fuse_model(path)
         extra = {"groups": len(result.analyzed.fused_nodes), "ops": len(result.spec.fused_ops),
-                 "stages": {k: round(v, 3) for k, v in result.analyzed.timings.items()}}
+                 "stages": {k: round(v, 3) for k, v in result.analyzed.timings.items()},
+                 "onnx": round(result.analyzed.loaded.onnx_seconds, 3)}
     else:
         import onnxruntime as ort
 
@@ -125,7 +129,7 @@ def _one_size(layers: int, hidden: int, repeat: int) -> dict:
     median = {name: {k: statistics.median(r[k] for r in rs) for k in ("cpu", "wall")} for name, rs in runs.items()}
     last = runs["pass"][-1]
     return {"nodes": layers * NODES_PER_LAYER, "groups": last["groups"], "ops": last["ops"],
-            "stages": last["stages"], **median}
+            "stages": last["stages"], "onnx": last["onnx"], **median}
 
 
 def _row(m: dict) -> str:
@@ -156,8 +160,9 @@ def main() -> None:
     for layers in args.layers:
         measured = _one_size(layers, args.hidden, args.repeat)
         print(_row(measured), flush=True)
-        stages.append(f"{measured['nodes']:>7}: " + ", ".join(f"{k} {v:.2f}" for k, v in measured["stages"].items()))
-    print("pass stages (CPU s):", *stages, sep="\n  ")
+        stages.append(f"{measured['nodes']:>7}: " + ", ".join(f"{k} {v:.2f}" for k, v in measured["stages"].items())
+                      + f"; of load, onnx's checker and shape inference {measured['onnx']:.2f}")
+    print("pass stages (CPU s, the last run):", *stages, sep="\n  ")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -53,6 +54,7 @@ class LoadedModel:
     external: tuple[Path, ...] = ()  # the external-data files the model reads (resolved), in file order
     densified: tuple[str, ...] = ()  # sparse initializers the pass reads as dense ones (sparse.py)
     fixed_dims: tuple[tuple[str, int], ...] = ()  # symbolic dimensions pinned by --fix-dim, sorted
+    onnx_seconds: float = 0.0  # CPU time in onnx's checker and shape inference (C++; with the sort of an unsorted file)
 
     def self_contained(self) -> bytes:
         """The file's model as bytes any reader can load alone: ``raw`` itself, or, where it keeps
@@ -295,6 +297,7 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
     # The file's own bytes where they are the model (no external data, no upgrade): the checker and
     # shape inference parse bytes in C++ anyway, and serializing the model again costs as much.
     exact = raw if upgraded_from is None and b"location" not in raw and not densified and not fix else None
+    start = time.process_time()
     try:
         onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
@@ -318,5 +321,7 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
         inferred = onnx.shape_inference.infer_shapes(exact or model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:  # InferenceError and C++ errors surface under several types
         raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
+    onnx_seconds = time.process_time() - start
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
-                       tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())))
+                       tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())),
+                       onnx_seconds)

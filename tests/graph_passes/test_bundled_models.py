@@ -68,6 +68,12 @@ def test_catalog_has_qdq_models():
     assert sum(entry["kind"] == "qdq" for entry in CATALOG) >= 2
 
 
+def test_the_load_reports_the_cpu_of_onnx_checker_and_shape_inference():
+    """tools/bench_pass.py prints it beside the stages: the part of the load no pass code can shorten."""
+    result = _fuse(POSITIVES[0])
+    assert 0 < result.analyzed.loaded.onnx_seconds <= result.analyzed.timings["load"]
+
+
 @pytest.mark.parametrize("name", POSITIVES)
 def test_positive_model_fuses_and_matches_original_on_cpu(name):
     result = _fuse(name)

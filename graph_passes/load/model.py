@@ -302,8 +302,8 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
         onnx.checker.check_model(exact or model)
     except (onnx.checker.ValidationError, ValueError) as exc:
         # Undefined tensors and unsorted graphs fail the checker too: word the first, sort the second.
-        reads = [node_reads(node) for node in model.graph.node]
-        writes = [list(node.output) for node in model.graph.node]
+        nodes = list(model.graph.node)  # (each walk over the repeated field wraps every node again)
+        reads, writes = [node_reads(node) for node in nodes], [list(node.output) for node in nodes]
         try:
             _check_defined(model.graph, reads, writes)
             model, order = _sorted(path, model, reads, writes)

@@ -67,9 +67,9 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     """analyze or fuse the model as the options say: (result, micro-batch decision or None)."""
-    from hexfuse.graph_passes.load.model import fixed_dims, parse_fix_dim
+    from hexfuse.graph_passes.load.model import fixed_dims, parse_fix_dims
 
-    pins = dict(parse_fix_dim(text) for text in args.fix_dim or ())
+    pins = parse_fix_dims(args.fix_dim or ())
     with fixed_dims(pins):
         return _run_pass_pinned(args, scorer, fuse)
 
@@ -125,6 +125,8 @@ def run_fuse(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.report.outputs import check_outputs, write_fused
 
     start = time.perf_counter()
+    if not Path(args.output).name:  # '', '.', '/': no file name to put the spec and report beside
+        raise HexfuseError(f"-o {args.output!r}: not a file path, expected an output .onnx path")
     scorer = _scorer(args)
     _say(f"fusing {args.model} for target {scorer.target.name}")
     result, decision = _run_pass(args, scorer, fuse=True)

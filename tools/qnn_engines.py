@@ -260,7 +260,12 @@ def build_engine_map(model: str | Path, target: str, preset: str | None = None, 
         made_with.update(runtime=_runtime(), backend="HTP (x86 simulator)", preset=preset_name,
                          provider_options=options)
         if keep is not None:
-            Path(keep).mkdir(parents=True, exist_ok=True)
+            try:
+                Path(keep).mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                raise HexfuseError(f"{keep}: exists and is not a directory (--keep takes a folder)") from None
+            except OSError as exc:
+                raise HexfuseError(f"{keep}: cannot create the --keep folder: {exc.strerror}") from None
             path = prepare_with_optrace(model, options, Path(keep))
             schedule = read_schematic(path)
         else:

@@ -724,6 +724,8 @@ def read_published(path: str | Path) -> list[dict[str, str]]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise HexfuseError(f"published table {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise HexfuseError(f"published table {path}: not a CSV table (not UTF-8 text)") from None
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

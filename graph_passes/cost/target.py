@@ -232,6 +232,8 @@ def load_target(name_or_path: str | Path) -> Target:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise HexfuseError(f"target {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise HexfuseError(f"target {path}: not a target JSON file (not UTF-8 text)") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

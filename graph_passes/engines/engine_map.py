@@ -222,6 +222,15 @@ def beside_path(model: str | Path, target: str) -> Path:
     return model.parent / "engines" / f"{model.stem}.{target}.json"
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where a folder on the way cannot be searched: a map there is out of
+    reach, as if absent (maps only sharpen the estimate; the op-type rules decide without one)."""
+    try:
+        return path.is_file()
+    except PermissionError:
+        return False
+
+
 @dataclass(frozen=True)
 class Lookup:
     engine_map: EngineMap | None
@@ -243,7 +252,7 @@ def find_engine_map(model: str | Path, sha256: str, target: str, explicit: str |
         return Lookup(found, note)
     stale = []
     for candidate in (beside_path(model, target), cache_path(sha256, target, environ)):
-        if candidate.is_file():
+        if _is_file(candidate):
             found = load_engine_map(candidate)
             if found.model_sha256 == sha256 and found.target == target:
                 return Lookup(found, f"engine map {candidate}")

@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import hashlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -36,6 +36,7 @@ from hexfuse.graph_passes.load.sparse import densify_sparse_initializers
 from hexfuse.graph_passes.load.toposort import topological_order
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
+MAX_DIM = 2**63 - 1  # an ONNX dimension is an int64
 MIN_OPSET = 13  # older models are upgraded to this opset before the pass
 MAX_OPSET = onnx.defs.onnx_opset_version()
 _TAG = "\x01hexfuse#"  # temporary node name that carries a node's file index through the opset upgrade
@@ -88,9 +89,22 @@ def fixed_dims(values: Mapping[str, int]) -> Iterator[None]:
 def parse_fix_dim(text: str) -> tuple[str, int]:
     """``NAME=VALUE`` (VALUE a positive integer), as ``--fix-dim`` takes it."""
     name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+    if not sep or not name.strip() or not value.strip().isdecimal() or int(value) < 1:
         raise HexfuseError(f"--fix-dim {text!r}: expected NAME=VALUE with a positive integer VALUE (e.g. N=1)")
+    if int(value) > MAX_DIM:
+        raise HexfuseError(f"--fix-dim {text!r}: VALUE must be at most {MAX_DIM}")
     return name.strip(), int(value)
+
+
+def parse_fix_dims(texts: Iterable[str]) -> dict[str, int]:
+    """Every ``--fix-dim NAME=VALUE`` as name -> size; one name given two sizes is refused."""
+    pins: dict[str, int] = {}
+    for text in texts:
+        name, value = parse_fix_dim(text)
+        if pins.get(name, value) != value:
+            raise HexfuseError(f"--fix-dim {name}: given two values, {pins[name]} and {value}")
+        pins[name] = value
+    return pins
 
 
 def _value_infos(graph: onnx.GraphProto):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import onnx
 from hexfuse.graph_passes.errors import HexfuseError
 
 from .models import TensorSpec
+from .options import MAX_SEED, _int_in
 
 
 def np_dtype(elem_type: int) -> np.dtype:
@@ -24,6 +26,7 @@ MAX_RANDOM_BYTES = 2**30  # beyond this a seeded tensor is a typo or a model for
 
 def random_inputs(specs: list[TensorSpec], seed: int) -> dict[str, np.ndarray]:
     """Symbolic or unknown dims become 1 (say so in docs); values stay small so no op overflows."""
+    _int_in("--seed", seed, 0, MAX_SEED)  # checked here for every command: ab, compile, bundle
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for s in specs:
@@ -52,7 +55,7 @@ def load_npz(path: str, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
     try:
         with np.load(p, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, zipfile.BadZipFile) as e:  # BadZipFile: starts like a zip (PK), is not one
         raise HexfuseError(f"{p} is not a NumPy .npz file ({type(e).__name__})") from None
     want = {s.name: s for s in specs}
     missing, extra = sorted(set(want) - set(data)), sorted(set(data) - set(want))

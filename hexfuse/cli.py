@@ -320,7 +320,7 @@ def _import_before_handlers() -> None:
     """Load onnx and numpy (through the pass) once the arguments parse and before SIGTERM becomes an
     exception: raised inside a C extension's module initialisation, it left the interpreter crashing
     with SIGSEGV at exit (seen under test_interrupts). A SIGTERM during these imports ends the process
-    the default way, with nothing written yet."""
+    the default way, with nothing written yet; a Ctrl-C is main()'s one line and 130."""
     importlib.import_module("hexfuse.graph_passes.pipeline")
 
 
@@ -336,24 +336,24 @@ def _command_of(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv, debug = _pop_debug(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser(_command_of(argv))
-    args = parser.parse_args(argv)
-    args.debug = debug
-    _import_before_handlers()
-    try:
+    try:  # parsing and the imports too: Ctrl-C in the first moments is one line, as later
+        parser = build_parser(_command_of(argv))
+        args = parser.parse_args(argv)
+        args.debug = debug
+        _import_before_handlers()
         with _signals_as_exceptions():
             return args.func(args)
     except HexfuseError as exc:
-        if args.debug:
+        if debug:
             raise
         print(f"hexfuse: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt as exc:
-        if args.debug:
+        if debug:
             raise
         return _stopped(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
     except Exception as exc:  # a bug: still one line, and --debug shows where
-        if args.debug:
+        if debug:
             raise
         if _stopped_by:  # the signal landed inside a C extension's import, which re-raised it as another type
             return _stopped(_stopped_by[-1])

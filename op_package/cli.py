@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec.check import check_spec_describes
 from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
-from hexfuse.op_package.render import DEFAULT_PACKAGE, render_package
 from hexfuse.op_package.writer import write_tree
+
+# render.DEFAULT_PACKAGE (tests/test_cli.py holds them equal): the generator imports numpy, which
+# `hexfuse oppkg --help` and argument errors should not wait for.
+DEFAULT_PACKAGE = "HexFuse"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,7 +56,23 @@ def _refuse_output_holding(out: Path, inputs: list[Path]) -> None:
             raise HexfuseError(f"refusing to write the op package to {out}: it holds {path}, which this run reads")
 
 
+def _builder(kind: str, spec: FusionSpec) -> Callable[[Path], Path] | None:
+    """The build ``--build`` asks for: package folder -> the library it built (None: no build)."""
+    if kind == "host":
+        from hexfuse.op_package.build import build_host
+        return build_host
+    if kind == "ort":
+        from hexfuse.op_package.ort_build import build_ort
+        return lambda root: build_ort(root, spec)
+    if kind == "htp_x86":
+        from hexfuse.op_package.build import build_htp_x86
+        return build_htp_x86
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    from hexfuse.op_package.render import render_package
+
     model = Path(args.model)
     if not model.is_file():
         raise HexfuseError(f"fused model {model} not found")
@@ -62,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(str(path))
     check_spec_describes(model, _read(model), spec, path)
     _refuse_output_holding(Path(args.output), [model, path])
-    if args.build == "htp_x86":  # the environment first: a failed build must not replace DIR
+    if args.build == "htp_x86":  # the environment first, before anything is generated
         from hexfuse.op_package.build import check_htp_x86_tools
         check_htp_x86_tools()
     elif args.build in ("host", "ort"):
@@ -72,16 +92,20 @@ def run(args: argparse.Namespace) -> int:
             from hexfuse.op_package import ort_headers
             ort_headers.check_runtime(ort_headers.require_headers())
     files = render_package(spec, args.package_name)
-    out = write_tree(files, args.output)
+    out = Path(args.output).resolve()
+    build = _builder(args.build, spec)
+    built: list[Path] = []  # the library, relative to the package folder
+
+    def build_staged(stage: Path) -> None:
+        """Build in the staged tree, before it replaces DIR: a failed build must leave DIR as it was."""
+        try:
+            built.append(build(stage).relative_to(stage.resolve()))
+        except HexfuseError as exc:  # name DIR, not the staged tree that is about to be removed
+            raise HexfuseError(f"{str(exc).replace(str(stage.resolve()), str(out))}; {out} left as it was") from None
+
+    write_tree(files, out, build_staged if build else None)
     print(f"hexfuse: wrote op package {args.package_name} ({len(spec.fused_ops)} ops, {len(files)} files) to {out}",
           file=sys.stderr)
-    if args.build == "host":
-        from hexfuse.op_package.build import build_host
-        print(f"hexfuse: built {build_host(out)}", file=sys.stderr)
-    elif args.build == "ort":
-        from hexfuse.op_package.ort_build import build_ort
-        print(f"hexfuse: built {build_ort(out, spec)}", file=sys.stderr)
-    elif args.build == "htp_x86":
-        from hexfuse.op_package.build import build_htp_x86
-        print(f"hexfuse: built {build_htp_x86(out)}", file=sys.stderr)
+    if built:
+        print(f"hexfuse: built {out / built[0]}", file=sys.stderr)
     return 0

@@ -3,7 +3,8 @@
 DIR is replaced only when it is empty or a tree hexfuse generated before (it holds the marker file
 MARKER); anything else is refused, so `-o .` or `-o <the model's folder>` never deletes a file.
 The staged tree is removed on any error or interrupt, and the swap (old tree aside, new tree in)
-runs with SIGINT/SIGTERM held back, so DIR is always the old tree or the new one.
+runs with SIGINT/SIGTERM held back, so DIR is always the old tree or the new one. A build step
+(``before_swap``) runs on the staged tree, so a failed build leaves DIR as it was.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
@@ -34,8 +36,10 @@ def _check_replaceable(out: Path, marker: str) -> None:
                            f"(no {marker} file); choose a new or empty directory")
 
 
-def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:
-    """Write ``files`` (which hold MARKER, see render.py) as the tree ``out_dir``."""
+def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str],
+               before_swap: Callable[[Path], None] | None = None) -> Path:
+    """Write ``files`` (which hold MARKER, see render.py) as the tree ``out_dir``. ``before_swap`` (e.g.
+    a build) gets the staged tree's path; when it raises, the staged tree is removed and DIR untouched."""
     out = Path(out_dir).resolve()
     _check_replaceable(out, MARKER)
     try:
@@ -52,6 +56,8 @@ def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str]) -> Path:
             path = stage / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8", newline="\n")
+        if before_swap is not None:
+            before_swap(stage)
         with signals_held():
             if out.exists():  # keep the previous tree until the new one is in place
                 old = out.parent / f".{out.name}.old.{os.getpid()}"

@@ -75,6 +75,41 @@ def test_help_imports_neither_onnx_nor_numpy():
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
 
 
+def test_help_of_subcommands_imports_neither_onnx_nor_numpy():
+    """`hexfuse COMMAND --help` and usage errors load only what the parsers need (p14)."""
+    from hexfuse.cli import build_parser
+
+    (commands,) = [action.choices for action in build_parser()._actions if action.dest == "command"]
+    argvs = [[command, "--help"] for command in commands] + [["oppkg"], ["calibrate"], ["engines"], ["fuse", "m.onnx"]]
+    code = ("import sys\nfrom hexfuse.cli import main\n"
+            f"for argv in {argvs!r}:\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('onnx', 'numpy', 'onnxruntime') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+
+
+def test_oppkg_default_package_name_is_the_generators():
+    from hexfuse.op_package import cli, render
+
+    assert cli.DEFAULT_PACKAGE == render.DEFAULT_PACKAGE
+
+
+def test_ctrl_c_during_the_first_imports_is_one_line(monkeypatch, capsys):
+    """A SIGINT while onnx/numpy load (before the handlers) ends like one later: 130 and one line (p13)."""
+    import hexfuse.cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hexfuse.cli, "_import_before_handlers", interrupted)
+    assert main(["analyze", "missing.onnx"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == ["hexfuse: error: stopped by SIGINT: outputs are all written or untouched, "
+                                        "temporary files removed"]
+
+
 @pytest.mark.parametrize("command", ["analyze", "fuse"])
 def test_pass_commands_have_a_description_and_state_defaults(capsys, command):
     with pytest.raises(SystemExit):

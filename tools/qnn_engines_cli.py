@@ -12,8 +12,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from hexfuse.graph_passes.engines.classify import Engine, engine_of
 from hexfuse.graph_passes.engines.engine_map import EngineMap, beside_path, cache_path
@@ -25,6 +24,9 @@ kernels, DMA moves, main-thread ops): the engine map. `hexfuse analyze/fuse --ta
 same model file and target (beside the model in engines/, or in the cache), with op-type rules where
 there is none. Needs onnxruntime-qnn (the x86 wheel runs HTP as a simulator: kernels and run lists are
 QNN's, times are not)."""
+if TYPE_CHECKING:
+    import onnx
+
 _RULE_RESOURCE = {Engine.MATRIX: "hmx", Engine.VECTOR: "hvx", Engine.DMA: "dma", Engine.FREE: "none",
                   Engine.OPAQUE: "none"}
 
@@ -70,6 +72,8 @@ def summary(engine_map: EngineMap, model: onnx.ModelProto) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    import onnx  # (not at import: `hexfuse engines --help` stays fast)
+
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.errors import HexfuseError
     from hexfuse.tools.qnn_engines import build_engine_map, provider_options

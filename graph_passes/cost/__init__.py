@@ -8,7 +8,21 @@ search and the ``CostScorer`` that the selection pass calls for every candidate 
     cli.py       ``hexfuse calibrate`` and the report helpers for ``hexfuse fuse --target``
 """
 
-from hexfuse.graph_passes.cost.scorer import CostScorer
+from typing import TYPE_CHECKING
+
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target
 
+if TYPE_CHECKING:
+    from hexfuse.graph_passes.cost.scorer import CostScorer
+
 __all__ = ["CostScorer", "Target", "list_targets", "load_target"]
+
+
+def __getattr__(name: str) -> object:
+    """CostScorer on first use: the scorer imports numpy, which `hexfuse calibrate --help` (whose
+    parser imports cost.cli, so this package) should not wait for."""
+    if name == "CostScorer":
+        from hexfuse.graph_passes.cost.scorer import CostScorer
+
+        return CostScorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,14 +11,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hexfuse.graph_passes.cost.scorer import CostScorer
-from hexfuse.graph_passes.cost.simulate import Infeasible
 from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
-from hexfuse.graph_passes.cost.timeline import OpPrediction
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.io import refuse_overwrite, write_atomic
 from hexfuse.graph_passes.spec.model import FusedOp
+
+if TYPE_CHECKING:  # scorer, simulate and timeline import numpy: loaded where used, not for --help
+    from hexfuse.graph_passes.cost.scorer import CostScorer
+    from hexfuse.graph_passes.cost.timeline import OpPrediction
 
 
 def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
@@ -28,6 +30,8 @@ def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float 
     target name (see ``list_targets()``) or a JSON path. With ``model``, the engine map of that model
     and target comes along: ``engines`` (a file), else one found beside the model or in the cache;
     ``use_schedule=False`` decides by the estimated baselines even where that map holds QNN's schedule."""
+    from hexfuse.graph_passes.cost.scorer import CostScorer
+
     loaded = target if isinstance(target, Target) else load_target(target)
     scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only, use_schedule=use_schedule)
     if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
@@ -42,11 +46,16 @@ def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float 
 
 
 def _as_scorer(target: str | Path | Target | CostScorer) -> CostScorer:
+    from hexfuse.graph_passes.cost.scorer import CostScorer
+
     return target if isinstance(target, CostScorer) else scorer_for(target, 0.0)
 
 
 def predictions(fused_ops: Sequence[FusedOp], scorer: CostScorer) -> list[OpPrediction]:
     """One prediction per op type (its fused nodes are identical up to renaming, so they share it)."""
+    from hexfuse.graph_passes.cost.simulate import Infeasible
+    from hexfuse.graph_passes.cost.timeline import OpPrediction
+
     out = []
     for op in fused_ops:
         _, task_costs = scorer.task_costs(op)

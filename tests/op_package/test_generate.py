@@ -106,6 +106,38 @@ def test_cli_generates_and_builds_host(case_for, tmp_path: Path) -> None:
     assert (tmp_path / "pkg" / "config" / "HexFuse.xml").exists()
 
 
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_cli_failed_build_leaves_the_previous_package(case_for, tmp_path: Path, monkeypatch) -> None:
+    """The build runs in the staged tree before the swap: a failed one leaves DIR exactly as it was
+    (p07: a non-SDK QNN_SDK_ROOT replaced DIR, then failed in make). Needs no SDK, make or compiler."""
+    from hexfuse.op_package import build
+
+    case = case_for(LIGHT / "light_squeezenet.onnx")
+    out = tmp_path / "pkg"
+    args = _parse([str(case.fused), "-o", str(out)])
+    assert args.func(args) == 0
+    earlier = out / "build" / "host" / "libHexFuseHost.so"  # stands for an earlier build in DIR
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"earlier build")
+    before = _tree(out)
+
+    def failing_build(package_dir: Path) -> Path:
+        (Path(package_dir) / "build").mkdir(exist_ok=True)  # a half-done build, then make fails
+        raise HexfuseError(f"htp_x86 build failed in {package_dir}: no QnnOpPackage.h")
+
+    monkeypatch.setattr(build, "check_htp_x86_tools", lambda: None)
+    monkeypatch.setattr(build, "build_htp_x86", failing_build)
+    args = _parse([str(case.fused), "-o", str(out), "--build", "htp_x86"])
+    with pytest.raises(HexfuseError, match="left as it was") as err:
+        args.func(args)
+    assert f"build failed in {out.resolve()}:" in str(err.value)  # DIR named, not the removed staged tree
+    assert _tree(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["pkg"]  # no staged tree left beside DIR
+
+
 def test_cli_refuses_a_spec_that_does_not_match_the_model(tmp_path: Path) -> None:
     import onnx
     from onnx import TensorProto, helper

@@ -8,7 +8,6 @@ from pathlib import Path
 from hexfuse.graph_passes.errors import HexfuseError
 
 from .options import AbOptions, check_options
-from .runner import run_ab
 
 _D = AbOptions("", "")  # defaults, printed by --help
 
@@ -132,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
     elif not (args.original and args.fused):
         args.ab_parser.error("ORIGINAL.onnx and FUSED.onnx are required (or --import RESULTS)")
     else:
+        from .runner import run_ab  # onnx, numpy, ONNX Runtime: not for --help or a usage error
+
         rep = run_ab(options_from_args(args))
     if not rep["equivalence"]["passed"]:
         bad = [f"{k}:{o['output']}" for k, e in rep["equivalence"]["runs"].items()

@@ -65,19 +65,26 @@ def _figures(schedule, target: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hexfuse.graph_passes.load.io import refuse_overwrite
     from hexfuse.tools.optrace import fused_node_schedules, read_schematic, summary_lines, write_png, write_trace
 
-    schedule = read_schematic(_schematic(args.schematic))
+    source = _schematic(args.schematic)
+    against = _schematic(args.against) if args.against else None
+    read = [(source, "the schematic"), *([(against, "the --against schematic")] if against else [])]
+    refuse_overwrite([Path(p) for p in (args.png, args.trace) if p], read)
+    if args.png and args.trace and Path(args.png).resolve() == Path(args.trace).resolve():
+        raise HexfuseError(f"--png and --trace name one file ({args.png})")
+    schedule = read_schematic(source)
     fused = fused_node_schedules(schedule)
     if args.json:
         print(json.dumps([{"node": f.node, "overlapped": f.overlapped, "serial": f.serial, "in_window": f.in_window,
                            "matrix": [vars(s) for s in f.matrix], "tasks": [vars(s) for s in f.tasks]} for f in fused]))
     else:
         print("\n".join(summary_lines(schedule)))
-    if (args.against or args.target) and schedule.main_list:
+    if (against or args.target) and schedule.main_list:
         columns = {"this": _figures(schedule, args.target)}
-        if args.against:
-            columns["original"] = _figures(read_schematic(_schematic(args.against)), args.target)
+        if against:
+            columns["original"] = _figures(read_schematic(against), args.target)
         names = list(columns)
         print("\n| figure | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
         for key in columns["this"]:

@@ -45,6 +45,7 @@ from hexfuse.graph_passes.cost.profile_rows import node_key
 from hexfuse.graph_passes.engines.engine_map import EngineMap, Kernel, NodeEngines
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.io import file_sha256
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 from hexfuse.tools.optrace import Schedule, Step, _is_matrix_kernel, find_schematics, read_schematic
 from hexfuse.tools.schedule_reader import qnn_schedule
 
@@ -254,6 +255,8 @@ def build_engine_map(model: str | Path, target: str, preset: str | None = None, 
         proto = onnx.load(str(model), load_external_data=False)
     except Exception as exc:  # onnx raises several types for a bad file
         raise HexfuseError(f"{model}: not a readable ONNX model ({str(exc).splitlines()[0][:200]})") from None
+    if any(node.domain == FUSED_DOMAIN for node in proto.graph.node):
+        raise HexfuseError(f"{model}: is fused by hexfuse; map the original model (the pass reads the original's map)")
     made_with: dict = {"tool": "hexfuse engines"}
     if schematic is None:
         preset_name, options = provider_options(target, preset)

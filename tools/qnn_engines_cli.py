@@ -76,19 +76,28 @@ def run(args: argparse.Namespace) -> int:
 
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.errors import HexfuseError
+    from hexfuse.graph_passes.load.io import refuse_overwrite
     from hexfuse.tools.qnn_engines import build_engine_map, provider_options
 
     target = load_target(args.target).name
     model = Path(args.model)
     if not model.is_file():
         raise HexfuseError(f"model {model} not found")
+    out = Path(args.output) if args.output else beside_path(model, target) if args.beside else None
+    if out is not None:
+        read = [(model, "the model"), *([(Path(args.schematic), "the schematic")] if args.schematic else [])]
+        refuse_overwrite([out], read)
     if args.schematic is None:
         preset, _ = provider_options(target, args.preset)  # an unknown target fails before anything runs
         print(f"hexfuse: preparing {model.name} on the QNN EP (HTP, preset {preset}) with optrace for {target}",
               file=sys.stderr)
     engine_map = build_engine_map(model, target, args.preset, args.schematic, args.keep)
-    out = Path(args.output) if args.output else beside_path(model, target) if args.beside else \
-        cache_path(engine_map.model_sha256, target)
+    strangers = [label for label in engine_map.unattributed if not label.startswith("<")]  # ("<graph input>": no name)
+    if args.schematic is not None and len(strangers) > len(engine_map.nodes):
+        # Another model's schematic matches few node names; its map would be stamped with this model's hash.
+        raise HexfuseError(f"{args.schematic}: not a schematic of {model.name}: {len(strangers)} of its QNN nodes "
+                           f"name no node of the model, {len(engine_map.nodes)} do")
+    out = out or cache_path(engine_map.model_sha256, target)
     engine_map.write(out)
     data = summary(engine_map, onnx.load(str(model), load_external_data=False))
     if args.json:

@@ -145,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.load.io import file_sha256
 
     lookup = find_engine_map(args.model, file_sha256(args.model), base.name, args.engines)
+    if lookup.engine_map is not None and lookup.engine_map.path:
+        refuse_overwrite([Path(args.output)], [(Path(lookup.engine_map.path), "the engine map")])
     fit = fit_profile(args.profile, args.model, base, lookup.engine_map, overheads=not args.keep_overheads)
     out = Path(args.output)
     name = args.name or out.stem
@@ -162,10 +164,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_published(args: argparse.Namespace) -> int:
     """``--published``: fit to whole-model latencies (calibrate.fit_published)."""
-    from hexfuse.graph_passes.cost.calibrate import fit_published
+    from hexfuse.graph_passes.cost.calibrate import fit_published, published_model_path, read_published
 
     out = Path(args.output)
-    read = [(Path(args.published), "the published table"), (Path(args.target), "the base target")]
+    read = [(Path(args.published), "the published table"), (Path(args.target), "the base target"),
+            *((published_model_path(row, args.published, args.models), "a model the table names")
+              for row in read_published(args.published))]
     refuse_overwrite([out], [(path, what) for path, what in read if path.exists()])
     base = load_target(args.target)
     fitted, note = fit_published(args.published, base, args.chipset or base.name, args.models,

@@ -64,6 +64,8 @@ def _stage(path: Path, data: bytes, staged: list[str]) -> None:
         raise HexfuseError(f"{path}: output directory {directory} does not exist")
     if path.is_dir():
         raise HexfuseError(f"{path}: is a directory")
+    if path.exists() and not path.is_file():  # a FIFO or a device: the rename would replace the node itself
+        raise HexfuseError(f"{path}: not a regular file, refusing to replace it")
     with signals_held():
         try:
             handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

@@ -11,16 +11,17 @@ target-free balance scorer) the report says what the pass found without predicte
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.io import refuse_overwrite
+from hexfuse.graph_passes.load.io import refuse_overwrite, same_file
 from hexfuse.graph_passes.select.balance import Scorer
 from hexfuse.graph_passes.pipeline import (
-    AnalyzeResult, FuseResult, protected_files, report_path, spec_path, write_outputs,
+    AnalyzeResult, FuseResult, protected_files, report_path, sidecars, spec_path, write_outputs,
 )
 from hexfuse.graph_passes.report.document import render_report, report_data
 from hexfuse.graph_passes.rewrite.verify import Verification, verify
@@ -91,7 +92,18 @@ def check_outputs(result: FuseResult, out: Path, scorer: Scorer, plot: bool = Fa
     planned = [out, spec_path(out), report_path(out)]
     if result.analyzed.fused_ops and _cost_scorer(scorer) is not None:
         planned += [out.with_name(out.stem + ".timeline.json"), *([out.with_name(out.stem + ".timeline.png")] * plot)]
-    refuse_overwrite(planned, protected_files(result.analyzed.loaded))
+    refuse_overwrite(planned, [*protected_files(result.analyzed.loaded), *_scorer_files(scorer)])
+
+
+def _scorer_files(scorer: Scorer) -> list[tuple[Path, str]]:
+    """The files the cost scorer was read from (its target, the model's engine map): a run reads them too."""
+    cost = _cost_scorer(scorer)
+    if cost is None:
+        return []
+    files = [(Path(cost.target.path), "the target file")] if cost.target.path else []
+    if cost.engines is not None and cost.engines.path:
+        files.append((Path(cost.engines.path), "the engine map"))
+    return files
 
 
 def write_fused(result: FuseResult, out: Path, scorer: Scorer, check: bool = True, plot: bool = False,
@@ -111,4 +123,14 @@ def write_fused(result: FuseResult, out: Path, scorer: Scorer, check: bool = Tru
 
         extra = cost_report_files(result.analyzed.fused_ops, cost, out.with_suffix(""), plot)
     paths = write_outputs(result, out, render_report(data) + extra_markdown, extra)
+    _remove_stale_sidecars(out, paths, [*protected_files(result.analyzed.loaded), *_scorer_files(scorer)])
     return Written(paths, verification, data)
+
+
+def _remove_stale_sidecars(out: Path, written: list[Path], protected: list[tuple[Path, str]]) -> None:
+    """A sidecar of ``out`` this run did not write (the timeline of a model fused there before) would
+    describe another model: it goes, unless the run read it."""
+    for side in sidecars(out):
+        if side.is_file() and not any(same_file(side, path) for path in (*written, *(p for p, _ in protected))):
+            with contextlib.suppress(OSError):  # best effort: the outputs themselves are written
+                side.unlink()

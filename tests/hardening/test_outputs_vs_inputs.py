@@ -112,3 +112,57 @@ def test_calibrate_never_overwrites_what_it_reads(tmp_path, capsys, which):
                     "-o", files[which])
     assert code == 1 and f"refusing to overwrite the {'base target' if which == 'target' else which}" in one_error(err)
     assert snapshot(tmp_path) == before
+
+
+def test_output_onto_a_fifo_is_refused(tmp_path, capsys):
+    model = builders.save(builders.two_branch(32), tmp_path / "m.onnx")
+    os.mkfifo(tmp_path / "out.onnx")  # renaming over it would replace the node (as root: /dev/full too)
+    code, err = run(capsys, "fuse", model, "-o", tmp_path / "out.onnx", "--no-verify")
+    assert code == 1 and "not a regular file" in one_error(err)
+    assert (tmp_path / "out.onnx").is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out.onnx"]
+
+
+def test_fuse_never_overwrites_its_target_file(tmp_path, capsys):
+    model = builders.save(builders.two_branch(32), tmp_path / "m.onnx")
+    target = tmp_path / "out.hexfuse.md"  # the output's report
+    target.write_bytes((Path(__file__).parents[2] / "qnn_configs" / "targets" / "sm8550.json").read_bytes())
+    before = snapshot(tmp_path)
+    code, err = run(capsys, "fuse", model, "--target", target, "-o", tmp_path / "out.onnx", "--no-verify")
+    assert code == 1 and "refusing to overwrite the target file" in one_error(err)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_timeline_of_an_earlier_fusion_does_not_stay_beside_a_new_model(tmp_path, capsys):
+    fusable, plain = (builders.save(m, tmp_path / n) for m, n in ((builders.two_branch(32), "a.onnx"),
+                                                                  (builders.chain(32), "b.onnx")))
+    out = tmp_path / "out" / "m.onnx"
+    assert run(capsys, "fuse", fusable, "-o", out, "--min-gain", "0", "--allow-scalar", "--no-verify")[0] == 0
+    assert (tmp_path / "out" / "m.timeline.json").is_file()
+    assert run(capsys, "fuse", plain, "-o", out, "--no-verify")[0] == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["m.hexfuse.json", "m.hexfuse.md", "m.onnx"]
+    kept = out.parent / "m.timeline.json"  # ... unless the run reads it
+    kept.write_bytes((Path(__file__).parents[2] / "qnn_configs" / "targets" / "sm8550.json").read_bytes())
+    assert run(capsys, "fuse", plain, "-o", out, "--target", kept, "--no-verify")[0] == 0
+    assert kept.is_file()
+
+
+@pytest.mark.parametrize("flag", ["--inputs", "--schematic"])
+def test_compile_never_overwrites_what_it_reads(tmp_path, capsys, flag):
+    model = builders.save(builders.two_branch(32), tmp_path / "m.onnx")
+    (tmp_path / "in.npz").write_bytes(b"kept")
+    before = snapshot(tmp_path)
+    argv = ["--inputs", tmp_path / "in.npz", "-o", tmp_path / "in.npz"] if flag == "--inputs" else \
+        ["--schematic", model, "-o", tmp_path / "ctx.onnx"]
+    code, err = run(capsys, "compile", model, *argv)
+    assert code == 1 and "refusing to overwrite" in one_error(err)
+    assert snapshot(tmp_path) == before
+
+
+def test_calibrate_never_overwrites_a_model_its_table_names(tmp_path, capsys):
+    builders.save(builders.two_branch(16), tmp_path / "m.onnx")
+    (tmp_path / "t.csv").write_text("model,chipset,precision,milliseconds,onnx\nm,sm8550,float,0.5,m.onnx\n")
+    before = snapshot(tmp_path)
+    code, err = run(capsys, "calibrate", "--published", tmp_path / "t.csv", "-o", tmp_path / "m.onnx")
+    assert code == 1 and "refusing to overwrite a model the table names" in one_error(err)
+    assert snapshot(tmp_path) == before

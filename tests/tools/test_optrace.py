@@ -197,3 +197,16 @@ def test_cli_compares_two_schedules_and_replays_them(tmp_path: Path, capsys) -> 
     assert rows["hvx_beside_hmx"][0].strip() == rows["hvx_beside_hmx"][1].strip() == "1"  # the first task op only
     assert float(rows["replay_us"][0]) > 0
     assert main(["optrace", str(tmp_path / "nothing_here")]) != 0
+
+
+def test_cli_never_writes_over_a_schematic_it_reads(tmp_path: Path, capsys) -> None:
+    from hexfuse.cli import main
+
+    fused, original = _write(tmp_path, SCHEMATIC, "fused_schematic.bin"), _write(tmp_path, SCHEMATIC, "o_schematic.bin")
+    for flag, out in (("--png", fused), ("--trace", fused), ("--trace", original)):
+        assert main(["optrace", str(fused), "--against", str(original), flag, str(out)]) == 1
+        assert "refusing to overwrite" in capsys.readouterr().err
+    assert main(["optrace", str(fused), "--png", str(tmp_path / "t"), "--trace", str(tmp_path / "t")]) == 1
+    assert "name one file" in capsys.readouterr().err
+    assert fused.read_text(encoding="utf-8") == original.read_text(encoding="utf-8") == SCHEMATIC
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused_schematic.bin", "o_schematic.bin"]

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.engines.engine_map import beside_path, load_engine_map
+from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 from hexfuse.tools.optrace import read_schematic
 from hexfuse.tools.qnn_engines import engine_map_from_schedule
 
@@ -131,6 +132,42 @@ def test_engines_command_errors_are_one_line(tmp_path, capsys):
     assert main(["engines", str(model), "--target", "x-elite"]) == 1  # no preset known for it
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no QNN EP preset is known for target 'x-elite'" in err[0] and "--preset" in err[0]
+
+
+def test_engines_command_never_writes_over_what_it_reads(tmp_path, schematic, capsys):
+    model = _model(tmp_path / "m.onnx")
+    before = {path: path.read_bytes() for path in (model, schematic)}
+    for out in (model, schematic):
+        assert main(["engines", str(model), "--target", "v75", "--schematic", str(schematic), "-o", str(out)]) == 1
+        assert "refusing to overwrite" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in before} == before
+
+
+def test_engines_command_refuses_the_schematic_of_another_model(tmp_path, schematic, capsys):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="conv0")] + [  # one name in common, three others
+        helper.make_node("Relu", ["y" if i == 0 else f"r{i - 1}"], [f"r{i}"], name=f"other{i}") for i in range(3)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("r2", TensorProto.FLOAT, [1])])
+    other = tmp_path / "other.onnx"
+    onnx.save(helper.make_model(graph), other)
+    assert main(["engines", str(other), "--target", "v75", "--schematic", str(schematic),
+                 "-o", str(tmp_path / "map.json")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a schematic of other.onnx" in err[0]
+    assert not (tmp_path / "map.json").exists()
+
+
+def test_engines_command_refuses_a_fused_model(tmp_path, schematic, capsys):
+    node = helper.make_node("HexFuse_0", ["x"], ["y"], name="hexfuse/HexFuse_0", domain=FUSED_DOMAIN)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    fused = tmp_path / "fused.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(FUSED_DOMAIN, 1)]),
+              fused)
+    assert main(["engines", str(fused), "--target", "v75", "--schematic", str(schematic),
+                 "-o", str(tmp_path / "map.json")]) == 1
+    assert "is fused by hexfuse; map the original model" in capsys.readouterr().err
+    assert not (tmp_path / "map.json").exists()
 
 
 def _same_runtime() -> str | None:

@@ -82,6 +82,7 @@ def _feeds(model: Path, inputs: str | None, seed: int) -> dict:
 
 
 def run_compile(args: argparse.Namespace) -> int:
+    from hexfuse.graph_passes.load.io import refuse_overwrite
     from hexfuse.tools.ab import models, qnn_session
 
     from .context import compile_context
@@ -90,6 +91,10 @@ def run_compile(args: argparse.Namespace) -> int:
     model, out = Path(args.model), Path(args.output)
     if args.inline and args.package:
         raise HexfuseError("--inline and --package exclude each other")
+    read = [(model, "the input model"), *([(Path(args.inputs), "the inputs file")] if args.inputs else [])]
+    refuse_overwrite([out], read)
+    if args.schematic:
+        refuse_overwrite([Path(args.schematic)], [*read, (out, "the output model")])
     fused_types = models.fused_op_types(models.load_model(model))
     if not qnn_session.qnn_available():
         raise HexfuseError("compile needs the onnxruntime-qnn package (pip install 'hexfuse[qnn]')")

@@ -106,6 +106,8 @@ def check_htp_x86_tools() -> None:
                            "the runtime that will load the package)")
     if not Path(root).is_dir():
         raise HexfuseError(f"--build htp_x86: QNN_SDK_ROOT={root} is not a directory")
+    if not (Path(root) / "include" / "QNN").is_dir():  # what the Makefile compiles against
+        raise HexfuseError(f"--build htp_x86: QNN_SDK_ROOT={root} holds no include/QNN: not a QNN SDK")
     if shutil.which("make") is None:
         raise HexfuseError("make not found")
 

@@ -63,6 +63,9 @@ def test_oppkg_checks_the_htp_build_environment_before_writing(fused, tmp_path, 
     monkeypatch.setenv("QNN_SDK_ROOT", str(tmp_path / "no-sdk-here"))
     code, err = run(capsys, "oppkg", fused, "-o", tmp_path / "pkg", "--build", "htp_x86")
     assert code == 1 and "is not a directory" in one_error(err) and not (tmp_path / "pkg").exists()
+    (tmp_path / "no-sdk-here").mkdir()  # a folder, but no SDK: refused before make runs (and leaves objects)
+    code, err = run(capsys, "oppkg", fused, "-o", tmp_path / "pkg", "--build", "htp_x86")
+    assert code == 1 and "holds no include/QNN" in one_error(err) and not (tmp_path / "pkg").exists()
 
 
 # --- two runs onto one output set -------------------------------------------------------------------

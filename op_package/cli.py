@@ -14,11 +14,7 @@ from pathlib import Path
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.spec.check import check_spec_describes
 from hexfuse.graph_passes.spec.model import FusionSpec, load_spec
-from hexfuse.op_package.writer import write_tree
-
-# render.DEFAULT_PACKAGE (tests/test_cli.py holds them equal): the generator imports numpy, which
-# `hexfuse oppkg --help` and argument errors should not wait for.
-DEFAULT_PACKAGE = "HexFuse"
+from hexfuse.op_package.writer import DEFAULT_PACKAGE, write_tree
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

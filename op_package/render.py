@@ -35,12 +35,11 @@ from hexfuse.op_package.htp_expand import Expansion, expand_fused_op
 from hexfuse.op_package.literals import check_kernel_literal, check_rule
 from hexfuse.op_package.lower.context import CPP_DTYPE
 from hexfuse.op_package.plan import OpPlan, plan_fused_op
-from hexfuse.op_package.writer import MARKER
+from hexfuse.op_package.writer import DEFAULT_PACKAGE, MARKER
 
 HERE = Path(__file__).parent
 RUNTIME = HERE / "runtime"
 TEMPLATES = HERE / "templates"
-DEFAULT_PACKAGE = "HexFuse"
 PACKAGE_VERSION = "1.0.0"
 
 # QNN datatype of a port as the QNN EP presents it (DESIGN.md section 4): a port with a wire encoding

@@ -20,6 +20,7 @@ from hexfuse.graph_passes.load.io import signals_held
 
 
 MARKER = ".hexfuse-oppkg"  # present in every generated tree
+DEFAULT_PACKAGE = "HexFuse"  # the package name unless --package-name says otherwise
 
 
 def _check_replaceable(out: Path, marker: str) -> None:

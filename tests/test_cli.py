@@ -89,12 +89,6 @@ def test_help_of_subcommands_imports_neither_onnx_nor_numpy():
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
 
 
-def test_oppkg_default_package_name_is_the_generators():
-    from hexfuse.op_package import cli, render
-
-    assert cli.DEFAULT_PACKAGE == render.DEFAULT_PACKAGE
-
-
 def test_ctrl_c_during_the_first_imports_is_one_line(monkeypatch, capsys):
     """A SIGINT while onnx/numpy load (before the handlers) ends like one later: 130 and one line (p13)."""
     import hexfuse.cli

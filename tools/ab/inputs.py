@@ -11,7 +11,7 @@ import onnx
 from hexfuse.graph_passes.errors import HexfuseError
 
 from .models import TensorSpec
-from .options import MAX_SEED, _int_in
+from .options import MAX_SEED, int_in
 
 
 def np_dtype(elem_type: int) -> np.dtype:
@@ -26,7 +26,7 @@ MAX_RANDOM_BYTES = 2**30  # beyond this a seeded tensor is a typo or a model for
 
 def random_inputs(specs: list[TensorSpec], seed: int) -> dict[str, np.ndarray]:
     """Symbolic or unknown dims become 1 (say so in docs); values stay small so no op overflows."""
-    _int_in("--seed", seed, 0, MAX_SEED)  # checked here for every command: ab, compile, bundle
+    int_in("--seed", seed, 0, MAX_SEED)  # checked here for every command: ab, compile, bundle
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for s in specs:

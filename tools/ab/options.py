@@ -41,7 +41,7 @@ class AbOptions:
     cpu_package: bool = True  # --ep cpu without --op-package: build the ORT custom-op library from the spec
 
 
-def _int_in(flag: str, value: int, lo: int, hi: int) -> None:
+def int_in(flag: str, value: int, lo: int, hi: int) -> None:
     if not lo <= value <= hi:
         raise HexfuseError(f"{flag} must be in [{lo}, {hi}], got {value}")
 
@@ -55,10 +55,10 @@ def check_options(o: AbOptions) -> Path:
     """Validate ``o``; return the report directory it names (default ``<fused stem>_ab/``)."""
     if o.ep not in ("cpu", "qnn"):
         raise HexfuseError(f"unknown --ep '{o.ep}' (cpu or qnn)")
-    _int_in("--iters", o.iters, 2, MAX_ITERS)
-    _int_in("--warmup", o.warmup, 0, MAX_ITERS)
-    _int_in("--profile-runs", o.profile_runs, 1, MAX_PROFILE_RUNS)
-    _int_in("--seed", o.seed, 0, MAX_SEED)
+    int_in("--iters", o.iters, 2, MAX_ITERS)
+    int_in("--warmup", o.warmup, 0, MAX_ITERS)
+    int_in("--profile-runs", o.profile_runs, 1, MAX_PROFILE_RUNS)
+    int_in("--seed", o.seed, 0, MAX_SEED)
     _tolerance("--atol", o.atol)
     _tolerance("--rtol", o.rtol)
     if not (math.isfinite(o.min_cosine) and -1.0 <= o.min_cosine <= 1.0):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.io import signals_held
+from hexfuse.graph_passes.load.io import signals_held, staging_folder
 
 
 MARKER = ".hexfuse-oppkg"  # present in every generated tree
@@ -48,7 +47,7 @@ def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str],
     except OSError as exc:
         raise HexfuseError(f"cannot create {out.parent}: {exc.strerror}") from None
     try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        stage = staging_folder(out)
     except OSError as exc:
         raise HexfuseError(f"cannot write op package to {out}: {exc.strerror}") from None
     old = None

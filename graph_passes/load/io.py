@@ -118,6 +118,16 @@ def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
                 os.unlink(temporary)
 
 
+def staging_folder(out: Path) -> Path:
+    """A new hidden folder beside ``out`` to build a tree in before it is renamed to ``out``, with the
+    mode mkdir would give it (mkdtemp's 0700 would stay with the renamed tree)."""
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    mask = os.umask(0)  # (reading the umask means setting it: set back at once)
+    os.umask(mask)
+    os.chmod(stage, 0o777 & ~mask)
+    return stage
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     write_files([(Path(path), data)])
 

@@ -106,6 +106,17 @@ def test_cli_generates_and_builds_host(case_for, tmp_path: Path) -> None:
     assert (tmp_path / "pkg" / "config" / "HexFuse.xml").exists()
 
 
+def test_cli_package_folder_has_the_mode_mkdir_gives(case_for, tmp_path: Path) -> None:
+    """The tree is staged in a temporary folder and renamed: it must not keep mkdtemp's 0700."""
+    import os
+
+    case = case_for(LIGHT / "light_squeezenet.onnx")
+    args = _parse([str(case.fused), "-o", str(tmp_path / "pkg")])
+    assert args.func(args) == 0
+    (tmp_path / "made").mkdir()
+    assert os.stat(tmp_path / "pkg").st_mode == os.stat(tmp_path / "made").st_mode
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

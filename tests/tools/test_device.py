@@ -64,6 +64,8 @@ def _err(capsys) -> str:
 
 def test_bundle_without_sdk_holds_sources_commands_and_options(made: Path, pair) -> None:
     files = _tree(made)
+    (made.parent / "by_mkdir").mkdir(exist_ok=True)  # staged in a temporary folder: not mkdtemp's 0700
+    assert made.stat().st_mode == (made.parent / "by_mkdir").stat().st_mode
     for need in ("README.md", "bundle.json", "run_ab.py", "build.sh", "inputs.npz", "provider_options.json",
                  "models/original.onnx", "models/fused_serial0.onnx", "models/fused_serial1.onnx",
                  "models/fused.hexfuse.json", "package/Makefile", "package/config/HexFuse.xml"):

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import shutil
-import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -32,7 +31,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.io import file_sha256, write_atomic
+from hexfuse.graph_passes.load.io import file_sha256, staging_folder, write_atomic
 from hexfuse.tools.ab import models, qnn_session
 from hexfuse.tools.ab.inputs import load_npz, random_inputs
 from hexfuse.tools.ab.options import AbOptions
@@ -272,7 +271,7 @@ def make_bundle(o: BundleOptions, say: Callable[[str], None]) -> Path:
         raise HexfuseError("QNN_SDK_ROOT is set but onnxruntime-qnn is missing: contexts cannot be prepared "
                            "(pip install 'hexfuse[qnn]', or --no-build)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    stage = staging_folder(out)
     try:
         (stage / "models").mkdir()
         (stage / "contexts").mkdir()

@@ -65,14 +65,14 @@ def _figures(schedule, target: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.load.io import refuse_overwrite
+    from hexfuse.graph_passes.load.io import refuse_overwrite, same_file
     from hexfuse.tools.optrace import fused_node_schedules, read_schematic, summary_lines, write_png, write_trace
 
     source = _schematic(args.schematic)
     against = _schematic(args.against) if args.against else None
     read = [(source, "the schematic"), *([(against, "the --against schematic")] if against else [])]
     refuse_overwrite([Path(p) for p in (args.png, args.trace) if p], read)
-    if args.png and args.trace and Path(args.png).resolve() == Path(args.trace).resolve():
+    if args.png and args.trace and same_file(Path(args.png), Path(args.trace)):
         raise HexfuseError(f"--png and --trace name one file ({args.png})")
     schedule = read_schematic(source)
     fused = fused_node_schedules(schedule)

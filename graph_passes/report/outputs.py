@@ -92,16 +92,17 @@ def check_outputs(result: FuseResult, out: Path, scorer: Scorer, plot: bool = Fa
     planned = [out, spec_path(out), report_path(out)]
     if result.analyzed.fused_ops and _cost_scorer(scorer) is not None:
         planned += [out.with_name(out.stem + ".timeline.json"), *([out.with_name(out.stem + ".timeline.png")] * plot)]
-    refuse_overwrite(planned, [*protected_files(result.analyzed.loaded), *_scorer_files(scorer)])
+    refuse_overwrite(planned, _files_read(result, scorer))
 
 
-def _scorer_files(scorer: Scorer) -> list[tuple[Path, str]]:
-    """The files the cost scorer was read from (its target, the model's engine map): a run reads them too."""
+def _files_read(result: FuseResult, scorer: Scorer) -> list[tuple[Path, str]]:
+    """What the run read and must keep: the input and its files, and those of the cost scorer (its
+    target, the model's engine map)."""
+    files = protected_files(result.analyzed.loaded)
     cost = _cost_scorer(scorer)
-    if cost is None:
-        return []
-    files = [(Path(cost.target.path), "the target file")] if cost.target.path else []
-    if cost.engines is not None and cost.engines.path:
+    if cost is not None and cost.target.path:
+        files.append((Path(cost.target.path), "the target file"))
+    if cost is not None and cost.engines is not None and cost.engines.path:
         files.append((Path(cost.engines.path), "the engine map"))
     return files
 
@@ -123,7 +124,7 @@ def write_fused(result: FuseResult, out: Path, scorer: Scorer, check: bool = Tru
 
         extra = cost_report_files(result.analyzed.fused_ops, cost, out.with_suffix(""), plot)
     paths = write_outputs(result, out, render_report(data) + extra_markdown, extra)
-    _remove_stale_sidecars(out, paths, [*protected_files(result.analyzed.loaded), *_scorer_files(scorer)])
+    _remove_stale_sidecars(out, paths, _files_read(result, scorer))
     return Written(paths, verification, data)
 
 

@@ -329,9 +329,5 @@ def write_outputs(result: FuseResult, out: Path, report_text: str,
     files = [(out, result.model_bytes), (spec_path(out), spec.to_json().encode()),
              (report_path(out), report_text.encode()), *(extra or [])]
     refuse_overwrite([path for path, _ in files], protected_files(result.analyzed.loaded))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HexfuseError(f"{out}: cannot create output directory: {exc.strerror}") from None
     write_files(files)
     return [path for path, _ in files]

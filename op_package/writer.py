@@ -43,10 +43,6 @@ def write_tree(files: dict[str, str], out_dir: str | os.PathLike[str],
     out = Path(out_dir).resolve()
     _check_replaceable(out, MARKER)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HexfuseError(f"cannot create {out.parent}: {exc.strerror}") from None
-    try:
         stage = staging_folder(out)
     except OSError as exc:
         raise HexfuseError(f"cannot write op package to {out}: {exc.strerror}") from None

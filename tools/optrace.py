@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.io import write_atomic
 
 ENGINES = ("main", "hmx", "hvx", "dma")
 _WANTED = ("opdesc_map", "qnn_name_translations", "checkpoints", "qnn_graph_name", "graph_before_optimization",
@@ -326,7 +325,7 @@ def trace_events(schedule: Schedule) -> list[dict]:
     return events
 
 
-def write_png(schedule: Schedule, path: Path, nodes: Iterable[str] = ()) -> None:
+def png_bytes(schedule: Schedule, nodes: Iterable[str] = ()) -> bytes:
     """Engine lanes over run-list positions; the spans of the given QNN nodes are highlighted."""
     import matplotlib
 
@@ -350,8 +349,9 @@ def write_png(schedule: Schedule, path: Path, nodes: Iterable[str] = ()) -> None
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    write_atomic(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
-def write_trace(schedule: Schedule, path: Path) -> None:
-    write_atomic(path, json.dumps({"traceEvents": trace_events(schedule)}, separators=(",", ":")).encode())
+def trace_bytes(schedule: Schedule) -> bytes:
+    """The schedule as a Chrome/Perfetto trace."""
+    return json.dumps({"traceEvents": trace_events(schedule)}, separators=(",", ":")).encode()

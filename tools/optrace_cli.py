@@ -65,8 +65,8 @@ def _figures(schedule, target: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.load.io import refuse_overwrite, same_file
-    from hexfuse.tools.optrace import fused_node_schedules, read_schematic, summary_lines, write_png, write_trace
+    from hexfuse.graph_passes.load.io import refuse_overwrite, same_file, write_files
+    from hexfuse.tools.optrace import fused_node_schedules, png_bytes, read_schematic, summary_lines, trace_bytes
 
     source = _schematic(args.schematic)
     against = _schematic(args.against) if args.against else None
@@ -89,10 +89,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n| figure | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
         for key in columns["this"]:
             print(f"| {key} | " + " | ".join(f"{columns[n].get(key, '')}" for n in names) + " |")
-    if args.png:
-        write_png(schedule, Path(args.png), [f.node for f in fused])
-        print(f"hexfuse: wrote {args.png}", file=sys.stderr)
-    if args.trace:
-        write_trace(schedule, Path(args.trace))
-        print(f"hexfuse: wrote {args.trace}", file=sys.stderr)
+    files = ([(Path(args.png), png_bytes(schedule, [f.node for f in fused]))] if args.png else []) + \
+        ([(Path(args.trace), trace_bytes(schedule))] if args.trace else [])
+    write_files(files)  # both or neither
+    for path, _ in files:
+        print(f"hexfuse: wrote {path}", file=sys.stderr)
     return 0

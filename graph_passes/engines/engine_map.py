@@ -142,7 +142,6 @@ class EngineMap:
 
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, self.to_json().encode())
 
 

@@ -1,6 +1,8 @@
 """File output that never leaves a mix of runs behind and never overwrites what a run reads.
 
     write_files([(model, b), (spec, b), (report, b)])
+      0 folders the missing folders of the targets are made (and removed again, if still empty, when
+                nothing is written): every command writes into a new folder the same way
       1 stage   every file as a temporary beside its target (same folder: the rename is atomic); each
                 temporary is recorded for removal before a signal can land (mkstemp runs with them held)
       2 commit  rename them into place in the given order, SIGINT/SIGTERM deferred meanwhile, holding
@@ -60,8 +62,6 @@ def _stage(path: Path, data: bytes, staged: list[str]) -> None:
     removes what ``staged`` holds on failure). The temporary is in ``staged`` before a SIGINT/SIGTERM
     can interrupt: mkstemp and the bookkeeping run with both signals held."""
     directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise HexfuseError(f"{path}: output directory {directory} does not exist")
     if path.is_dir():
         raise HexfuseError(f"{path}: is a directory")
     if path.exists() and not path.is_file():  # a FIFO or a device: the rename would replace the node itself
@@ -99,8 +99,56 @@ def _folders_locked(paths: Iterable[Path]) -> Iterator[None]:
             os.close(handle)  # closing releases the lock
 
 
+def _folders_to_make(folder: Path) -> list[Path]:
+    """``folder`` and its missing parents, innermost first; refuse a path through a file."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.is_dir():
+            return missing
+        if path.exists():
+            raise HexfuseError(f"output directory {folder}: {path} is not a directory")
+        missing.append(path)
+    return missing
+
+
+@contextlib.contextmanager
+def folders_made(paths: Iterable[Path]) -> Iterator[None]:
+    """Make the missing folders of ``paths``; on an error or interrupt inside the block, remove again
+    those of them that are still empty (innermost first)."""
+    made: list[Path] = []
+    try:
+        for folder in dict.fromkeys(Path(p).parent for p in paths):
+            missing = _folders_to_make(folder)
+            for path in reversed(missing):
+                path.mkdir()
+                made.append(path)
+    except OSError as exc:
+        _remove_empty(made)
+        raise HexfuseError(f"cannot create output directory {exc.filename}: {exc.strerror}") from None
+    except BaseException:
+        _remove_empty(made)
+        raise
+    try:
+        yield
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in reversed(folders):  # innermost first
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
-    """Write every (path, data), each whole, all of them or (on an error or interrupt) none."""
+    """Write every (path, data), each whole, all of them or (on an error or interrupt) none; missing
+    folders are made (folders_made)."""
+    with folders_made(Path(path) for path, _ in files):
+        _write_files(files)
+
+
+def _write_files(files: Sequence[tuple[Path, bytes]]) -> None:
     staged: list[str] = []
     renamed = 0
     try:
@@ -120,7 +168,12 @@ def write_files(files: Sequence[tuple[Path, bytes]]) -> None:
 
 def staging_folder(out: Path) -> Path:
     """A new hidden folder beside ``out`` to build a tree in before it is renamed to ``out``, with the
-    mode mkdir would give it (mkdtemp's 0700 would stay with the renamed tree)."""
+    mode mkdir would give it (mkdtemp's 0700 would stay with the renamed tree). Missing folders above
+    ``out`` are made, as write_files makes them."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HexfuseError(f"cannot create output directory {exc.filename}: {exc.strerror}") from None
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     mask = os.umask(0)  # (reading the umask means setting it: set back at once)
     os.umask(mask)

@@ -46,10 +46,6 @@ def run(args: argparse.Namespace) -> int:
     files = [(out, merged.model.SerializeToString()),
              (mapping_path(out), (json.dumps(mapping, indent=1, sort_keys=True) + "\n").encode())]
     refuse_overwrite([path for path, _ in files], [kept for loaded in merged.inputs for kept in protected_files(loaded)])
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise HexfuseError(f"{out}: cannot create output directory: {exc.strerror}") from None
     write_files(files)
     names = " and ".join(f"{r['model']} ({r['name']}/)" for r in merged.mapping["requests"])
     print(f"hexfuse: merged {names} into {out}: {len(merged.model.graph.node)} nodes, "

@@ -270,7 +270,6 @@ def make_bundle(o: BundleOptions, say: Callable[[str], None]) -> Path:
     if sdk and not qnn_session.qnn_available():
         raise HexfuseError("QNN_SDK_ROOT is set but onnxruntime-qnn is missing: contexts cannot be prepared "
                            "(pip install 'hexfuse[qnn]', or --no-build)")
-    out.parent.mkdir(parents=True, exist_ok=True)
     stage = staging_folder(out)
     try:
         (stage / "models").mkdir()

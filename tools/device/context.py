@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.io import write_atomic
+from hexfuse.graph_passes.load.io import folders_made, write_atomic
 from hexfuse.tools.ab import models, qnn_session
 
 from .packages import PackageDir, registration, require_op_types
@@ -118,38 +118,14 @@ def _check_paths(model: Path, out: Path) -> None:
         raise HexfuseError(f"output {out} is a directory")
     if out.resolve() == model.resolve():
         raise HexfuseError(f"output {out} is the input model")
-    if not out.parent.is_dir():
-        raise HexfuseError(f"{out}: output directory {out.parent} does not exist")
-
-
-def _folders_to_make(folder: Path) -> list[Path]:
-    """``folder`` and its missing parents, innermost first; refuse a path through a file."""
-    missing = []
-    for path in (folder, *folder.parents):
-        if path.is_dir():
-            return missing
-        if path.exists():
-            raise HexfuseError(f"output directory {folder}: {path} is not a directory")
-        missing.append(path)
-    return missing
 
 
 def compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
                     provider_options: dict[str, str], feeds: dict[str, np.ndarray], **options) -> CompileResult:
     """Prepare ``model_path`` on the HTP backend, write ``out_path`` atomically, load it back and check it.
-    The output's folder is created like ``hexfuse fuse -o`` does, and removed again if nothing was written."""
-    made = _folders_to_make(Path(out_path).parent)
-    for folder in reversed(made):
-        folder.mkdir()
-    try:
+    A missing output folder is made, and removed again if nothing was written (io.folders_made)."""
+    with folders_made([Path(out_path)]):
         return _compile_context(model_path, out_path, provider_options, feeds, **options)
-    except BaseException:
-        for folder in made:  # innermost first; only empty folders we made
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-        raise
 
 
 def _compile_context(model_path: str | os.PathLike[str], out_path: str | os.PathLike[str],

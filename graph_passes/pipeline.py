@@ -80,6 +80,7 @@ class FuseResult:
     spec: FusionSpec
     changed: bool
     model_changes: tuple[str, ...] = ()  # what else a runtime sees differently in the written model
+    split: int = 1  # micro-batches the model was split into (microbatch/decide.py); 1: not split
 
 
 def spec_path(model_path: Path) -> Path:

@@ -146,8 +146,10 @@ def run_fuse(args: argparse.Namespace) -> int:
         _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to "
              f"{out}{_dynamic_hint(result)}")
     else:
-        _say(f"wrote {out} with {_count(len(analyzed.fused_nodes), 'fused node')} calling "
-             f"{_count(len(result.spec.fused_ops), 'op type')} ({seconds:.2f} s)")
+        split = f" split into {result.split} micro-batches," if result.split > 1 else ""
+        what = (f"{_count(len(analyzed.fused_nodes), 'fused node')} calling {_count(len(result.spec.fused_ops), 'op type')}"
+                if analyzed.fused_nodes else "no fused node")
+        _say(f"wrote {out}{split} with {what} ({seconds:.2f} s)")
     return EXIT_OK
 
 

@@ -58,8 +58,10 @@ def _time(analyzed: AnalyzeResult, scorer: CostScorer) -> ModelTime:
 
 
 def _as_original(analyzed: AnalyzeResult, original: LoadedModel) -> None:
-    """Name the original file as the source (report, spec hash, the CLI's output check) of the split result."""
-    analyzed.loaded = replace(analyzed.loaded, path=original.path, raw=original.raw, sha256=original.sha256)
+    """Name the original file as the source (report, spec hash, the CLI's output check, the files it
+    must not overwrite, the verification's run of the file) of the split result."""
+    analyzed.loaded = replace(analyzed.loaded, path=original.path, raw=original.raw, sha256=original.sha256,
+                              external=original.external)
 
 
 def _run(path: Path, scorer: CostScorer, backend: Backend | None, fuse: bool) -> FuseResult | AnalyzeResult:
@@ -99,7 +101,8 @@ def _decide(path: str | Path, count: int, scorer: CostScorer, backend: Backend |
     _as_original(tried, base.loaded)
     if fuse:
         candidate.spec = replace(candidate.spec, source_sha256=base.loaded.sha256)
-        candidate.changed = True  # the split alone changes the model: the CLI checks it against the original
+        candidate.changed = True  # the split alone changes the model: the verification runs the original too
+        candidate.split = count
     forced = " (--split always --force: predicted slower)" if slower and fuse else " (--split always)"
     why = f"split into {count}{forced if not pays else ''}: {predicted}"
     if slower and not fuse:

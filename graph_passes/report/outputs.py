@@ -75,11 +75,14 @@ def verify_result(result: FuseResult, seed: int = 0) -> Verification:
         return flat.type_source.get(tensor) if tensor is not None else None
 
     loaded = analyzed.loaded
-    # Only an upgraded model runs the file itself; ONNX Runtime given bytes must get the data inline.
-    file_bytes = loaded.self_contained() if loaded.upgraded_from is not None else loaded.raw
-    verification = verify(file_bytes, analyzed.prepared, result.model_bytes, representatives,
-                          {node.node_name: list(node.nodes) for node in analyzed.fused_nodes}, copies, types,
-                          analyzed.loaded.upgraded_from is not None, seed)
+    against_file = loaded.upgraded_from is not None or result.split > 1
+    # Only a model checked against the file runs the file; ONNX Runtime given bytes must get the data inline.
+    file_bytes = loaded.self_contained() if against_file else loaded.raw
+    # Without a fused node the written model is the loaded one (no DQ copies: those are made for the groups).
+    made_from = analyzed.prepared if analyzed.fused_nodes else loaded.model
+    verification = verify(file_bytes, made_from, result.model_bytes, representatives,
+                          {node.node_name: list(node.nodes) for node in analyzed.fused_nodes},
+                          copies if analyzed.fused_nodes else {}, types, against_file, seed)
     worst = verification.worst
     if worst is not None and not verification.equal:
         raise HexfuseError(f"fused model differs from the original on {worst.name!r} (max rel error {worst.max_rel:.3g}); "

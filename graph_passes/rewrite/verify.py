@@ -8,8 +8,9 @@
                   one that executes the nodes as written); the inputs and outputs of the first fused
                   node of every op type are read out of that run, and the op type's original nodes,
                   run on those inputs in a model of their own, must give those outputs
-    3 the file    where the opset upgrade edited the model, the original file runs too and every
-                  output of the fused model must equal it (the upgrade is checked, not trusted)
+    3 the file    where the opset upgrade or a micro-batch split edited the model, the original file
+                  runs too and every output of the fused model must equal it (the edit is checked, not
+                  trusted)
 
 1 covers every fused node, 2 covers every distinct function once on real values; together they say
 each fused node computes its group, and nothing else changed. Any failure is one line naming what
@@ -41,7 +42,7 @@ class Verification:
     fused_nodes: int  # proven to be their group, structurally
     op_types: int  # distinct functions recomputed from their original nodes
     diffs: tuple[OutputDiff, ...]  # per compared tensor
-    against_file: bool  # the original file ran too (the model was upgraded)
+    against_file: bool  # the original file ran too (the model was upgraded or split)
     seed: int
     seconds: float
 
@@ -72,8 +73,8 @@ class Verification:
             f"{len(self.diffs)} tensors, {error}",
         ]
         if self.against_file:
-            lines.append("- the file: the opset upgrade edited the model, so the original file ran too and every "
-                         "output of the fused model was compared with it")
+            lines.append("- the file: the opset upgrade or a micro-batch split edited the model, so the original file "
+                         "ran too and every output of the fused model was compared with it")
         return "\n".join(lines)
 
 
@@ -177,8 +178,9 @@ def _original_nodes_model(prepared: onnx.ModelProto, bodies: list[list[int]], ou
 
 def verify(original_raw: bytes, prepared: onnx.ModelProto, fused_bytes: bytes, representatives: list[str],
            replaced: dict[str, list[int]], copies: dict[int, int], types: TypeOf,
-           upgraded: bool, seed: int = 0) -> Verification:
-    """Steps 1-3 of the module docstring. ``representatives``: the first fused node of each op type;
+           against_file: bool, seed: int = 0) -> Verification:
+    """Steps 1-3 of the module docstring (3 with ``against_file``). ``prepared``: the model the fused
+    model was made from; ``representatives``: the first fused node of each op type;
     ``types``: a tensor's value_info where the pass knows its type, else None. Raises HexfuseError
     only where a model cannot be loaded or run; differences are in the result's ``diffs``."""
     start = time.process_time()
@@ -186,7 +188,7 @@ def verify(original_raw: bytes, prepared: onnx.ModelProto, fused_bytes: bytes, r
     check_structure(prepared, fused, replaced, copies)
     calls = {node.name: node for node in fused.graph.node if node.domain == FUSED_DOMAIN}
     initializers = {init.name for init in prepared.graph.initializer} - {info.name for info in prepared.graph.input}
-    feeds = random_inputs(onnx.load_model_from_string(original_raw) if upgraded else prepared, seed)
+    feeds = random_inputs(onnx.load_model_from_string(original_raw) if against_file else prepared, seed)
     watched = [name for rep in representatives for name in (*calls[rep].input, *calls[rep].output)
                if name and name not in initializers and name not in feeds]
     expanded = onnx.inliner.inline_local_functions(fused)
@@ -199,7 +201,8 @@ def verify(original_raw: bytes, prepared: onnx.ModelProto, fused_bytes: bytes, r
                                                          values, types)
         recomputed = run(check_model, check_feeds, "none", "the original nodes of the fused groups")
     diffs = [diff(name, recomputed[name], values[name]) for name in outputs]
-    if upgraded:
+    if against_file:
         expected = run(original_raw, feeds, "default", "the original model")
         diffs += [diff(name, want, values[name]) for name, want in expected.items() if name in values]
-    return Verification(len(calls), len(representatives), tuple(diffs), upgraded, seed, time.process_time() - start)
+    return Verification(len(calls), len(representatives), tuple(diffs), against_file, seed,
+                        time.process_time() - start)

@@ -24,6 +24,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.model import load_model
 from hexfuse.graph_passes.microbatch.decide import SPLIT_MARGIN, fuse_micro_batched
 from hexfuse.graph_passes.microbatch.split import SplitPlan, plan_split, split_model
+from hexfuse.graph_passes.report.outputs import verify_result
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
 from tests import builders
 from tests.cost.specs import estimated
@@ -207,6 +208,45 @@ def test_split_predicted_slower_is_refused_without_force(tmp_path):
     _, decision = fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True), always=True,
                                      force=True)
     assert decision.split_time.total_ns > decision.unsplit_time.total_ns  # what the refusal was about
+
+
+def test_a_split_that_fuses_nothing_verifies_against_the_file(tmp_path):
+    """--split always --force with no group worth fusing writes the split model alone: the structure
+    check compares it with the split model as loaded (it has no DQ copies: those are made for groups),
+    and the original file runs too. Before, the copies made it fail as "nodes left unfused differ"."""
+    source = builders.save(mm.qdq_token_mlp(), tmp_path / "chain.onnx")
+    result, decision = fuse_micro_batched(source, 2, _scorer(), backend(), always=True, force=True)
+    assert decision.split and not result.analyzed.fused_nodes and result.split == 2
+    verification = verify_result(result)
+    assert verification.against_file and verification.equal and verification.diffs
+    assert {d.name for d in verification.diffs} == {o.name for o in onnx.load(source).graph.output}
+
+
+def test_a_split_is_checked_against_the_file_not_trusted(tmp_path):
+    source = builders.save(mm.qdq_token_mlp(), tmp_path / "chain.onnx")
+    result, _ = fuse_micro_batched(source, 2, _scorer(), backend(), always=True, force=True)
+    wrong = onnx.load_model_from_string(result.model_bytes)  # a split that joins its halves the wrong way round
+    (join,) = [n for n in wrong.graph.node if n.op_type == "Concat"]
+    join.input[0], join.input[1] = join.input[1], join.input[0]
+    result.analyzed.loaded.model.CopyFrom(wrong)  # as if split_model had made it: the structure check passes
+    result.model_bytes = wrong.SerializeToString()
+    with pytest.raises(HexfuseError, match="differs from the original"):
+        verify_result(result)
+
+
+@pytest.mark.parametrize("split", ["a split", "no split"])
+def test_cli_writes_a_split_without_fused_nodes(tmp_path, capsys, split):
+    source = builders.save(mm.qdq_token_mlp(), tmp_path / "chain.onnx")
+    flags = ["--micro-batches", "2", "--split", "always", "--force"] if split == "a split" else []
+    code, err = _cli(capsys, "fuse", str(source), "-o", str(tmp_path / "out.onnx"), *flags)
+    assert code == 0, err
+    if split == "a split":
+        assert "split into 2 micro-batches, with no fused node" in err
+        assert "micro-batch split edited the model" in (tmp_path / "out.hexfuse.md").read_text()
+        diffs = compare_on_cpu(Path(source).read_bytes(), (tmp_path / "out.onnx").read_bytes(), seed=3)
+        assert diffs and all(d.equal for d in diffs)
+    else:
+        assert "nothing to fuse" in err and (tmp_path / "out.onnx").read_bytes() == Path(source).read_bytes()
 
 
 def test_cost_model_keeps_the_unsplit_chain_where_the_split_does_not_pay(tmp_path):

@@ -6,6 +6,11 @@ search and the ``CostScorer`` that the selection pass calls for every candidate 
     baselines.py the four baselines of DESIGN.md section 7         scorer.py   CostScorer (Scorer protocol)
     calibrate.py fit per-op-class factors from a QNN profile CSV   timeline.py Perfetto JSON, PNG, Markdown
     cli.py       ``hexfuse calibrate`` and the report helpers for ``hexfuse fuse --target``
+    summary.py          the whole model's predicted latency, before and after fusion, on one denominator
+    model_time.py       predicted time of a whole model, fused or not: what ``--micro-batches`` compares
+    replay.py           replay QNN's own schedule (happens-before graph), original and with one group fused
+    schedule_verdict.py decide an HTP fusion from that replay of the original, not from estimates
+    profile_rows.py     QNN profile rows -> model nodes -> engines (``hexfuse ab`` and ``hexfuse calibrate``)
 """
 
 from typing import TYPE_CHECKING

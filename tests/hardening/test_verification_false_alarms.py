@@ -92,3 +92,68 @@ def test_a_static_empty_dimension_is_not_dynamic(tmp_path, capsys):
     source = builders.save(_with_input(info), tmp_path / "m.onnx")
     code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
     assert code == 0 and "1 fused node " in err, err
+
+
+def _conv_bn(opset: int, batch: int | str) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Elu -> Conv -> Sigmoid beside Elu -> Sigmoid: ORT's default level
+    folds the batch norm into the conv, which rounds differently from running the nodes as written."""
+    rng = np.random.default_rng(5)
+
+    def weight(name, shape):
+        return onnx.numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    variance = onnx.numpy_helper.from_array(np.abs(rng.standard_normal(8)).astype(np.float32) + 0.5, "v")
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "s", "bb", "mm", "v"], ["bn"], name="bn"),
+             helper.make_node("Elu", ["bn"], ["r"], name="elu"),
+             helper.make_node("Conv", ["r", "cw2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Sigmoid", ["c2"], ["y"], name="sig"),
+             helper.make_node("Elu", ["x"], ["e2"], name="elu2"), helper.make_node("Sigmoid", ["e2"], ["y2"], name="sig2")]
+    graph = helper.make_graph(
+        nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8, 8, 8]),
+         helper.make_tensor_value_info("y2", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [weight("cw", [8, 3, 3, 3]), weight("cb", [8]), weight("s", [8]), weight("bb", [8]), weight("mm", [8]), variance,
+         weight("cw2", [8, 8, 3, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset > 11 else 6)
+
+
+FUSE_ALL = ("--allow-scalar", "--min-gain", "0", "--allow-merge-only")
+SPLIT = ("--micro-batches", "2", "--split", "always", "--force")
+
+
+@pytest.mark.parametrize("edit", ["opset upgrade", "micro-batch split"])
+def test_the_file_runs_at_the_fused_models_optimization_level(tmp_path, capsys, edit):
+    """The check against the file ran the file at ORT's default level and the fused model with
+    optimizations off: the folded batch norm's rounding (2e-6) failed exact rewrites."""
+    model = _conv_bn(11, 1) if edit == "opset upgrade" else _conv_bn(17, 4)
+    source = builders.save(model, tmp_path / "m.onnx")
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", *FUSE_ALL, *(SPLIT if edit != "opset upgrade" else ()))
+    assert code == 0, err
+    assert "the original file ran too" in (tmp_path / "f.hexfuse.md").read_text()
+
+
+def test_an_int8_qdq_split_verifies(tmp_path, capsys):
+    """At the default level ORT runs the file's int8 QDQ MatMuls as QLinearMatMul: 0.2 apart."""
+    from tests.graph_passes.microbatch_models import qdq_token_mlp
+
+    model = qdq_token_mlp()
+    for init in model.graph.initializer:  # the same chain in int8: codes and zero points
+        if init.data_type == TensorProto.UINT8:
+            codes = onnx.numpy_helper.to_array(init).astype(np.int16) - 128
+            init.CopyFrom(onnx.numpy_helper.from_array(codes.astype(np.int8), init.name))
+    source = builders.save(model, tmp_path / "m.onnx")
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", *FUSE_ALL, *SPLIT)
+    assert code == 0, err
+    assert "split into 2 micro-batches" in err
+
+
+@pytest.mark.parametrize("edit", ["opset upgrade", "micro-batch split"])
+def test_pinned_dims_reach_the_run_of_the_file(tmp_path, capsys, edit):
+    """The inputs for the check against the file came from the file itself, where N is symbolic."""
+    model = _conv_bn(11, "N") if edit == "opset upgrade" else _conv_bn(17, "N")
+    source = builders.save(model, tmp_path / "m.onnx")
+    extra = ("--fix-dim", "N=4", *(SPLIT if edit != "opset upgrade" else ()))
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", *FUSE_ALL, *extra)
+    assert code == 0, err
+    assert "the original file ran too" in (tmp_path / "f.hexfuse.md").read_text()

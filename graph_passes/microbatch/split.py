@@ -99,7 +99,8 @@ def _plan_axis(flow: Dataflow, inputs: list[str], axis: int, count: int) -> Spli
             axes[name] = out_axis
         steps[index] = step
     joined = [held.get(flow.producer.get(info.name, -1), info.name) for info in flow.graph.output]
-    concats = tuple((name, axes[name]) for name in dict.fromkeys(joined) if name in axes)
+    # (an output that is where a split starts, a graph input or its boundary Q, stays whole as it is)
+    concats = tuple((name, axes[name]) for name in dict.fromkeys(joined) if name in axes and name not in seeds)
     if not concats:
         return "no output depends on the inputs"
     quantized = {name: params for name, params in quantized.items() if name in axes}
@@ -169,7 +170,7 @@ class _Writer:
     def __init__(self, model: onnx.ModelProto) -> None:
         self.names = NameScope(model)
         self.sliced: dict[tuple[str, int], str] = {}
-        self.constants: dict[tuple[str, bytes], str] = {}
+        self.constants: dict[tuple[str, bytes, tuple[int, ...]], str] = {}
         self.initializers: list[onnx.TensorProto] = []
 
     def slice_name(self, name: str, k: int) -> str:
@@ -179,7 +180,7 @@ class _Writer:
         return self.sliced[key]
 
     def constant(self, base: str, value: np.ndarray) -> str:
-        key = (base, value.tobytes() + str(value.dtype).encode())
+        key = (base, value.tobytes() + str(value.dtype).encode(), value.shape)  # ([8,4] and [4,8] ones: same bytes)
         if key not in self.constants:
             name = self.names.fresh(base)
             self.constants[key] = name

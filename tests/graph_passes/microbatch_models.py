@@ -115,6 +115,24 @@ def two_inputs_split_together(tokens: int = 8) -> onnx.ModelProto:
                   [float_info("y", (1, tokens, 8))], [_w("w", (16, 8), 1)])
 
 
+def input_also_output(tokens: int = 8) -> onnx.ModelProto:
+    """The input is also a graph output (a pass-through): the split must leave it whole, not join it
+    with a Concat that writes the input's own name (that read as a cycle)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"), helper.make_node("Elu", ["a"], ["y"], name="elu")]
+    return _model(nodes, [float_info("x", (1, tokens, 16))], [float_info("y", (1, tokens, 16)), float_info("x", (1, tokens, 16))],
+                  [_w("w", (16, 16), 1)])
+
+
+def one_constant_two_axes(size: int = 8) -> onnx.ModelProto:
+    """One all-ones [8,8] constant added before a Transpose (split axis 0) and after it (axis 1): its
+    [4,8] and [8,4] slices have the same bytes and must stay two initializers."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"), helper.make_node("Add", ["a", "ones"], ["b"], name="add1"),
+             helper.make_node("Transpose", ["b"], ["t"], perm=[1, 0], name="tr"),
+             helper.make_node("Add", ["t", "ones"], ["y"], name="add2")]
+    return _model(nodes, [float_info("x", (size, size))], [float_info("y", (size, size))],
+                  [_w("w", (size, size), 1), numpy_helper.from_array(np.ones((size, size), np.float32), "ones")])
+
+
 def qdq_token_mlp(tokens: int = 16, hidden: int = 32) -> onnx.ModelProto:
     """A matrix/vector chain in QNN QDQ form (uint8, static scales): x -> Q -> DQ -> MatMul(DQ w1)
     -> Q -> DQ -> Relu -> Q -> DQ -> MatMul(DQ w2) -> Q -> DQ -> y."""

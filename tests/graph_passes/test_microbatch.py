@@ -55,6 +55,8 @@ EXACT = {
     "views_and_tables": (mm.views_and_tables, 2, None, 1),
     "two_inputs": (mm.two_inputs_split_together, 4, None, 1),
     "qdq_chain": (mm.qdq_token_mlp, 2, None, 1),
+    "input_also_output": (mm.input_also_output, 2, None, 1),
+    "one_constant_two_axes": (mm.one_constant_two_axes, 2, None, 0),
 }
 
 

@@ -2,7 +2,8 @@
 past int64 or given twice, a binary file as a target or published table, an empty -o, a file that starts
 like a zip but is none as --inputs, a negative --seed of bundle and compile, a regular file as engines'
 --keep. Each now ends in one ``hexfuse: error:`` line naming what is wrong, with exit 1, and writes
-nothing. An engine-map cache that cannot be searched is no error at all: the run goes on without a map."""
+nothing. An engine-map cache that cannot be searched is no error at all: the run goes on without a map.
+A CPU run that fails in `ab` no longer has ORT's own log line before ours."""
 
 from __future__ import annotations
 
@@ -158,3 +159,26 @@ def test_an_engine_map_cache_that_cannot_be_searched_counts_as_absent(tmp_path, 
     assert main(["analyze", model]) == 0
     out, err = capsys.readouterr()
     assert "hexfuse: error" not in err and "no engine map for target sm8550" in out
+
+
+def test_a_failed_cpu_run_in_ab_is_one_line_without_ort_s_own_log(tmp_path, capfd):
+    """An index out of range in --inputs: ORT logged its own coloured error line before our one line."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="gather"),
+             helper.make_node("MatMul", ["e", "w"], ["y"], name="mm"), helper.make_node("Tanh", ["e"], ["t"], name="tanh")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16]),
+                               helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 8, 16])],
+                              [numpy_helper.from_array(rng.random((10, 16), np.float32), "table"),
+                               numpy_helper.from_array(rng.random((16, 16), np.float32), "w")])
+    model = builders.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    np.savez(tmp_path / "ids.npz", ids=np.full((1, 8), 99, np.int64))
+    assert main(["fuse", model, "-o", str(tmp_path / "f.onnx"), "--min-gain", "0", "--allow-scalar", "--no-verify"]) == 0
+    capfd.readouterr()
+    code = main(["ab", model, str(tmp_path / "f.onnx"), "--inputs", str(tmp_path / "ids.npz"), "--no-cpu-package", "-q"])
+    err = capfd.readouterr().err  # file descriptor 2: ORT's C++ logger writes there, not to sys.stderr
+    assert code == 1 and "indices element out of data bounds" in one_error(err)
+    assert "onnxruntime" not in err.replace(one_error(err), ""), err

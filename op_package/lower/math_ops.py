@@ -5,6 +5,8 @@ from __future__ import annotations
 from hexfuse.op_package.lower.context import (MAX_PARTS, Kernel, NodeContext, broadcast_strides, cpp, dims, kernel,
                                       numel, rank_of, rule)
 
+FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
+
 UNARY = {
     "Relu": "kRelu", "Sigmoid": "kSigmoid", "Tanh": "kTanh", "Erf": "kErf", "Clip": "kClip",
     "LeakyRelu": "kLeakyRelu", "Neg": "kNeg", "Abs": "kAbs", "Exp": "kExp", "Log": "kLog", "Sqrt": "kSqrt",
@@ -47,7 +49,8 @@ def lower_unary(ctx: NodeContext) -> Kernel:
         raise ctx.fail("alpha=0 is not supported (division by zero)")
     min_buf = max_buf = -1
     if op_type == "Clip":  # opset >= 11: bounds are optional inputs
-        alpha, beta = float(ctx.attr("min", float("-inf"))), float(ctx.attr("max", float("inf")))
+        # ONNX's defaults are the float limits, not infinities: Clip(inf) with no max is FLT_MAX
+        alpha, beta = float(ctx.attr("min", -FLOAT32_MAX)), float(ctx.attr("max", FLOAT32_MAX))
         for i in (1, 2):
             if ctx.has_input(i):
                 ctx.require_dtype(ctx.input(i), ("float32",))

@@ -48,10 +48,12 @@ def lower_layernorm(ctx: NodeContext) -> Kernel:
     sizes = {}
     for i, key in ((1, "scale_size"), (2, "bias_size")):
         if ctx.has_input(i):
-            size = numel(ctx.input(i).shape)
-            if cols % size or (size != cols and tuple(ctx.input(i).shape) != tuple(x.shape[-len(ctx.input(i).shape):])):
-                raise ctx.fail(f"{key[:-5]} of shape {ctx.input(i).shape} does not broadcast over the normalised axes")
-            sizes[key] = size
+            shape = tuple(ctx.input(i).shape)
+            trailing = shape[next((k for k, d in enumerate(shape) if d != 1), len(shape)):]  # leading 1s broadcast
+            # the kernel indexes it by column modulo its size: it must be the normalised shape's tail
+            if len(shape) > len(x.shape) - axis or (trailing and trailing != tuple(x.shape[len(x.shape) - len(trailing):])):
+                raise ctx.fail(f"{key[:-5]} of shape {shape} does not broadcast over the normalised axes")
+            sizes[key] = numel(trailing)
     return kernel("layernorm_f32", "LayerNormParams", numel(x.shape[:axis]), 6.0 * cols,
                   x=ctx.in_buf(0), scale=ctx.in_buf(1), bias=ctx.in_buf(2), out=ctx.out_buf(0), cols=cols,
                   scale_size=sizes.get("scale_size", 1), bias_size=sizes.get("bias_size", 1),

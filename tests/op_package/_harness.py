@@ -117,17 +117,22 @@ def prepare(source: Path, work: Path) -> Case | None:
 
 
 def compare(name: str, ours: np.ndarray, ref: np.ndarray) -> str | None:
-    """None when equal within the contract: float 1e-5 relative, quantized 1 LSB, integers exact.
+    """None when equal within the contract: float 1e-5 relative, NaN and infinities where ORT has them,
+    quantized 1 LSB, integers exact.
 
     Float: |ours - ref| <= 1e-5 |ref| + 1e-6 max|ref| (the second term only matters for elements that
     cancel to near zero, where summation order alone changes the relative error)."""
     if ours.shape != ref.shape or ours.dtype != ref.dtype:
         return f"{name}: {ours.dtype}{list(ours.shape)} vs ORT {ref.dtype}{list(ref.shape)}"
     if np.issubdtype(ref.dtype, np.floating):
-        scale = max(float(np.max(np.abs(ref))), 1e-30)
-        bad = np.abs(ours - ref) > 1e-5 * np.abs(ref) + 1e-6 * scale
-        if np.any(bad) or not np.all(np.isfinite(ours) == np.isfinite(ref)):
-            err = float(np.max(np.abs(ours - ref)))
+        finite = np.isfinite(ref)
+        if not np.array_equal(np.isnan(ours), np.isnan(ref)) or not np.array_equal(ours[np.isinf(ref)], ref[np.isinf(ref)]):
+            return f"{name}: NaN or infinity where ORT has none, or none where ORT has one"
+        scale = max(float(np.max(np.abs(ref[finite]))), 1e-30) if finite.any() else 1e-30
+        with np.errstate(invalid="ignore"):  # (ours may be infinite where ORT is finite: off, not an error)
+            bad = finite & ~(np.abs(ours - ref) <= 1e-5 * np.abs(ref) + 1e-6 * scale)
+        if np.any(bad):
+            err = float(np.max(np.abs(np.where(finite, ours - ref, 0.0))))
             return f"{name}: {int(bad.sum())} elements off, max abs error {err:.3g} (max |ref| {scale:.3g})"
         return None
     if ref.dtype in (np.uint8, np.int8, np.uint16, np.int16):

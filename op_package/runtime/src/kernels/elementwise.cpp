@@ -14,7 +14,7 @@ namespace {
 
 inline float apply(UnaryOp op, float x, float alpha, float beta) {
     switch (op) {
-        case UnaryOp::kRelu: return x > 0.f ? x : 0.f;
+        case UnaryOp::kRelu: return x > 0.f || x != x ? x : 0.f;  // NaN stays NaN
         case UnaryOp::kSigmoid: return 1.f / (1.f + std::exp(-x));
         case UnaryOp::kTanh: return std::tanh(x);
         case UnaryOp::kErf: return std::erf(x);
@@ -33,7 +33,7 @@ inline float apply(UnaryOp op, float x, float alpha, float beta) {
         case UnaryOp::kCos: return std::cos(x);
         case UnaryOp::kSoftplus: return x > 20.f ? x : std::log1p(std::exp(x));
         case UnaryOp::kElu: return x >= 0.f ? x : alpha * (std::exp(x) - 1.f);
-        case UnaryOp::kHardSigmoid: return std::min(1.f, std::max(0.f, alpha * x + beta));
+        case UnaryOp::kHardSigmoid: return nan_min(1.f, nan_max(0.f, alpha * x + beta));
         case UnaryOp::kHardSwish: return x * std::min(1.f, std::max(0.f, x / 6.f + 0.5f));
         case UnaryOp::kFloor: return std::floor(x);
         case UnaryOp::kCeil: return std::ceil(x);
@@ -50,7 +50,7 @@ inline float apply(UnaryOp op, float x, float alpha, float beta) {
         case UnaryOp::kAcosh: return std::acosh(x);
         case UnaryOp::kAtanh: return std::atanh(x);
         case UnaryOp::kSelu: return x > 0.f ? beta * x : beta * (alpha * std::exp(x) - alpha);
-        case UnaryOp::kCelu: return std::max(0.f, x) + std::min(0.f, alpha * std::expm1(x / alpha));
+        case UnaryOp::kCelu: return nan_max(0.f, x) + nan_min(0.f, alpha * std::expm1(x / alpha));
         case UnaryOp::kMish: return x * std::tanh(x > 20.f ? x : std::log1p(std::exp(x)));
         case UnaryOp::kSoftsign: return x / (1.f + std::fabs(x));
         case UnaryOp::kThresholdedRelu: return x > alpha ? x : 0.f;
@@ -66,8 +66,8 @@ inline float combine(BinaryOp op, float a, float b) {
         case BinaryOp::kMul: return a * b;
         case BinaryOp::kDiv: return a / b;
         case BinaryOp::kPow: return b == 2.f ? a * a : std::pow(a, b);
-        case BinaryOp::kMax: return std::max(a, b);
-        case BinaryOp::kMin: return std::min(a, b);
+        case BinaryOp::kMax: return nan_max(a, b);
+        case BinaryOp::kMin: return nan_min(a, b);
         case BinaryOp::kPRelu: return a < 0.f ? a * b : a;
         case BinaryOp::kFmod: return std::fmod(a, b);
     }
@@ -127,7 +127,7 @@ void unary_f32(const void* params, void* const* buffers, int64_t begin, int64_t 
     if (p.op == UnaryOp::kClip) begin += static_cast<int64_t>(hexfuse_hvx_clip_f32(out + begin, in + begin, n, alpha, beta));
 #endif
     if (p.op == UnaryOp::kRelu) {  // the hot one: keep it a plain loop the vectoriser sees
-        for (int64_t i = begin; i < end; ++i) out[i] = in[i] > 0.f ? in[i] : 0.f;
+        for (int64_t i = begin; i < end; ++i) out[i] = in[i] > 0.f || in[i] != in[i] ? in[i] : 0.f;
         return;
     }
     for (int64_t i = begin; i < end; ++i) out[i] = apply(p.op, in[i], alpha, beta);

@@ -40,8 +40,27 @@ void copy_any(const void* params, void* const* buffers, int64_t begin, int64_t e
 
 namespace {
 
+// From float through double; from an integer directly, so that a narrowing wraps modulo 2^bits (as
+// ONNX Runtime's static_cast does; through double it is undefined out of range) and int64 -> float
+// rounds once.
 template <typename T>
 void store_as(void* dst, int64_t i, double v) { static_cast<T*>(dst)[i] = static_cast<T>(v); }
+template <typename T>
+void store_as(void* dst, int64_t i, int64_t v) { static_cast<T*>(dst)[i] = static_cast<T>(v); }
+
+template <typename V>
+void store(DType to, void* out, int64_t i, V v) {
+    switch (to) {
+        case DType::kF32: store_as<float>(out, i, v); break;
+        case DType::kU8: store_as<uint8_t>(out, i, v); break;
+        case DType::kI8: store_as<int8_t>(out, i, v); break;
+        case DType::kU16: store_as<uint16_t>(out, i, v); break;
+        case DType::kI16: store_as<int16_t>(out, i, v); break;
+        case DType::kI32: store_as<int32_t>(out, i, v); break;
+        case DType::kI64: store_as<int64_t>(out, i, v); break;
+        case DType::kBool: static_cast<uint8_t*>(out)[i] = v != 0 ? 1 : 0; break;
+    }
+}
 
 }  // namespace
 
@@ -50,16 +69,10 @@ void cast_any(const void* params, void* const* buffers, int64_t begin, int64_t e
     const void* in = buffers[p.in];
     void* out = buffers[p.out];
     for (int64_t i = begin; i < end; ++i) {
-        const double v = p.from == DType::kF32 ? static_cast<const float*>(in)[i] : static_cast<double>(load_int(in, p.from, i));
-        switch (p.to) {
-            case DType::kF32: store_as<float>(out, i, v); break;
-            case DType::kU8: store_as<uint8_t>(out, i, v); break;
-            case DType::kI8: store_as<int8_t>(out, i, v); break;
-            case DType::kU16: store_as<uint16_t>(out, i, v); break;
-            case DType::kI16: store_as<int16_t>(out, i, v); break;
-            case DType::kI32: store_as<int32_t>(out, i, v); break;
-            case DType::kI64: store_as<int64_t>(out, i, v); break;
-            case DType::kBool: static_cast<uint8_t*>(out)[i] = v != 0.0 ? 1 : 0; break;
+        if (p.from == DType::kF32) {
+            store(p.to, out, i, static_cast<double>(static_cast<const float*>(in)[i]));
+        } else {
+            store(p.to, out, i, load_int(in, p.from, i));
         }
     }
 }

@@ -59,8 +59,8 @@ void reduce_f32(const void* params, void* const* buffers, int64_t begin, int64_t
             switch (p.op) {
                 case ReduceOp::kSum: case ReduceOp::kMean: case ReduceOp::kLogSum: acc += v; break;
                 case ReduceOp::kLogSumExp: acc += std::exp(v - shift); break;
-                case ReduceOp::kMax: acc = std::max(acc, v); break;
-                case ReduceOp::kMin: acc = std::min(acc, v); break;
+                case ReduceOp::kMax: acc = nan_max(acc, v); break;
+                case ReduceOp::kMin: acc = nan_min(acc, v); break;
                 case ReduceOp::kProd: acc *= v; break;
                 case ReduceOp::kSumSquare: case ReduceOp::kL2: acc += v * v; break;
                 case ReduceOp::kL1: acc += std::fabs(v); break;

@@ -43,6 +43,13 @@ inline void unravel(int64_t index, const Dims& dims, int rank, Dims* coords) {
     }
 }
 
+// Max / Min as ONNX (and ONNX Runtime) compute them: a NaN on either side is the result. std::max and
+// std::min return their first operand when the comparison is false, so they drop a NaN second one.
+template <typename T>
+inline T nan_max(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a)); }
+template <typename T>
+inline T nan_min(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+
 inline int64_t dot(const Dims& coords, const Dims& strides, int rank) {
     int64_t off = 0;
     for (int d = 0; d < rank; ++d) off += coords[d] * strides[d];

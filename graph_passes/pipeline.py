@@ -186,7 +186,8 @@ def name_groups(analysis: Analysis, selection: Selection, sources: Sources) -> t
     The first group of a structure is its op type's representative: the spec and the function body
     are built from it; the spec's ``instances`` lists every fused node that calls the op type."""
     flat, structures = analysis.flat, analysis.structures
-    names = NameScope(flat.model, flat.names, {op for op, _ in flat.op_table[0]}, flat.node_names)  # the model may use names like ours
+    names = NameScope(flat.model, flat.names, {op for op, _ in flat.op_table[0]}, flat.node_names,
+                      flat.subgraph_names)  # the model may use names like ours
     op_of_key: dict[int, int] = {}
     representatives: list[Group] = []
     op_types: list[str] = []

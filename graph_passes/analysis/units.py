@@ -141,6 +141,17 @@ class _Blockers:
         self.shape_like = [kind.dtype in _SHAPE_DTYPES and kind.shape is not None
                            and kind.elements <= _SHAPE_ARITHMETIC_MAX_ELEMENTS for kind in flat.types]
         self.first_bad_port = self._first_bad_ports()
+        self.shadowed = self._shadowed()
+
+    def _shadowed(self) -> dict[int, str]:
+        """Nodes writing a name a subgraph also defines -> that name. Moved before the node whose subgraph
+        defines it (a fused node takes its first node's place), the name would be defined twice in scope."""
+        flat, found = self.flat, {}
+        for name in sorted(flat.subgraph_names):
+            tensor = flat.ids.get(name)
+            if tensor is not None and flat.producer[tensor] >= 0:
+                found.setdefault(flat.producer[tensor], name)
+        return found
 
     def _first_bad_ports(self) -> np.ndarray:
         """Per node, the position in ``flat.port_arrays`` of its first port without a static shape or
@@ -175,6 +186,7 @@ class _Blockers:
         faulty = self.first_bad_port >= 0
         if self.supported_ops is not None:
             faulty |= flat.op_marks(lambda op, _: op not in self.supported_ops)
+        faulty[list(self.shadowed)] = True
         np.logical_or.at(worded, member_unit, faulty[members])
         free = np.array([engine is Engine.FREE for engine in engine_list], dtype=bool)[core_engines]
         to_free = ~free & self._shape_arithmetic()[cores]
@@ -216,6 +228,10 @@ class _Blockers:
             for index in nodes:
                 if flat.op_types[index] not in self.supported_ops:
                     return engine, f"{self.label(core)}: the backend has no kernel for {flat.op_types[index]} (left unfused)"
+        for index in nodes:
+            if index in self.shadowed:
+                return engine, (f"{self.label(core)}: writes {self.shadowed[index]!r}, a name a subgraph also defines "
+                                "(kept in its place)")
         first_bad = self.first_bad_port
         for index in nodes:
             if first_bad[index] >= 0:

@@ -26,7 +26,7 @@ from onnx import helper
 
 from hexfuse.graph_passes.graph import ragged
 from hexfuse.graph_passes.graph.dataflow import overridable_initializers
-from hexfuse.graph_passes.graph.subgraphs import has_subgraph, may_hold_subgraph, outer_reads
+from hexfuse.graph_passes.graph.subgraphs import has_subgraph, local_names, may_hold_subgraph, outer_reads
 
 ONNX_DOMAINS = ("", "ai.onnx")
 # Never folded: random ops give a new value on every run; ONNX Runtime keeps DequantizeLinear of a
@@ -233,6 +233,19 @@ class FlatGraph:
             is_input = np.arange(len(ports), dtype=np.int64) - ptr[node_of] < input_counts[node_of]
             owners = self.__dict__["_port_owners"] = (node_of, is_input)
         return owners
+
+    @property
+    def subgraph_names(self) -> frozenset[str]:
+        """Every name the nodes' subgraphs define (subgraphs.local_names): new names must avoid them, and
+        a node writing one of them must keep its place after the node whose subgraph defines it."""
+        names = self.__dict__.get("_subgraph_names")
+        if names is None:
+            holders = np.flatnonzero(self.op_marks(may_hold_subgraph)).tolist()
+            found: set[str] = set()
+            for index in holders:
+                found |= local_names(self.nodes[index])
+            names = self.__dict__["_subgraph_names"] = frozenset(found)
+        return names
 
     @property
     def op_table(self) -> tuple[list[tuple[str, str]], np.ndarray]:

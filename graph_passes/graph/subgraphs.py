@@ -60,6 +60,21 @@ def _free_names(graph: onnx.GraphProto, found: dict[str, None]) -> None:
             found[info.name] = None
 
 
+def local_names(node: onnx.NodeProto) -> set[str]:
+    """Every tensor name the node's subgraphs (and theirs) define: their inputs, initializers and node
+    outputs. ONNX scoping: such a name must not be defined in the graph around before the node."""
+    names: set[str] = set()
+    todo = _subgraphs(node)
+    while todo:
+        graph = todo.pop()
+        names.update(info.name for info in graph.input)
+        names.update(init.name for init in graph.initializer)
+        for inner in graph.node:
+            names.update(name for name in inner.output if name)
+            todo.extend(_subgraphs(inner))
+    return names
+
+
 def outer_reads(node: onnx.NodeProto) -> tuple[str, ...]:
     """Tensors of the enclosing graph the node's subgraphs read, in first-read order, not already
     explicit inputs of the node; () for nodes without subgraphs."""

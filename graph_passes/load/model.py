@@ -66,7 +66,7 @@ class LoadedModel:
         return _parse(self.path, self.raw)[0].SerializeToString()  # onnx marks loaded tensors as inline
 
 
-def default_opset(model: onnx.ModelProto) -> int:
+def default_opset(model: onnx.ModelProto | onnx.FunctionProto) -> int:
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx"):
             return opset.version
@@ -212,6 +212,21 @@ def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
     return model, external
 
 
+def _infer_shapes(path: Path, model: onnx.ModelProto | bytes) -> onnx.ModelProto:
+    """Shapes with data propagation (Reshape targets computed from Shape ops); where only the data
+    propagation fails, without it. (onnx's data propagation refuses a model whose sibling subgraphs
+    each define one local name, "Data for input 0 already exists", which the checker and ONNX Runtime
+    accept; fewer shapes are known then, never a wrong one.)"""
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:  # InferenceError and C++ errors surface under several types
+        first = exc
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=False)
+    except Exception:
+        raise HexfuseError(f"{path}: shape inference failed: {_first_line(first)}") from None
+
+
 def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int | None, list[int] | None]:
     """(model at >= MIN_OPSET, the opset it had if upgraded, file index per node if upgraded)."""
     opset = default_opset(model)
@@ -232,6 +247,13 @@ def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int |
     except Exception as exc:  # the converter raises bare RuntimeError/ValueError/IndexError from C++
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HexfuseError(f"{path}: opset {opset} is unsupported and could not be upgraded to {MIN_OPSET}: {reason}") from None
+    # The converter drops the model-local functions and cannot convert them: they come back unchanged
+    # where they import no default-domain opset of their own (else the checker would refuse the model).
+    stale = [f"{f.domain}:{f.name}" for f in model.functions if default_opset(f) not in (0, MIN_OPSET)]
+    if stale:
+        raise HexfuseError(f"{path}: opset {opset} is unsupported and its model-local functions ({', '.join(stale)}) "
+                           f"cannot be upgraded to {MIN_OPSET} with it: export the model at opset {MIN_OPSET} or newer")
+    upgraded.functions.extend(model.functions)
     origin = []
     for node in upgraded.graph.node:
         index = node.name[len(_TAG):] if node.name.startswith(_TAG) else ""
@@ -331,10 +353,7 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
             onnx.checker.check_model(exact)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
-    try:
-        inferred = onnx.shape_inference.infer_shapes(exact or model, check_type=True, strict_mode=True, data_prop=True)
-    except Exception as exc:  # InferenceError and C++ errors surface under several types
-        raise HexfuseError(f"{path}: shape inference failed: {_first_line(exc)}") from None
+    inferred = _infer_shapes(path, exact or model)
     onnx_seconds = time.process_time() - start
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
                        tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())),

@@ -6,11 +6,15 @@ from collections.abc import Iterable
 
 import onnx
 
+from hexfuse.graph_passes.graph.subgraphs import local_names, may_hold_subgraph
+
 
 class NameScope:
     def __init__(self, model: onnx.ModelProto, tensor_names: Iterable[str] | None = None,
-                 op_types: Iterable[str] | None = None, node_names: Iterable[str] | None = None) -> None:
-        """``tensor_names`` / ``op_types`` / ``node_names``: the model's, where the caller has them listed
+                 op_types: Iterable[str] | None = None, node_names: Iterable[str] | None = None,
+                 subgraph_names: Iterable[str] | None = None) -> None:
+        """``tensor_names`` / ``op_types`` / ``node_names`` / ``subgraph_names`` (the names If, Loop and
+        Scan bodies define, FlatGraph.subgraph_names): the model's, where the caller has them listed
         already (a flat graph), so the protobuf is not walked for them again."""
         graph = model.graph
         taken = set(node_names if node_names is not None else (node.name for node in graph.node))
@@ -20,6 +24,10 @@ class NameScope:
             taken.update(init.name for init in graph.initializer)
         else:
             taken.update(tensor_names)
+        if subgraph_names is None:  # a new name in the main graph must not be defined in a body too
+            subgraph_names = (name for node in graph.node if may_hold_subgraph(node.op_type, node.domain)
+                              for name in local_names(node))
+        taken.update(subgraph_names)
         taken.update(info.name for info in graph.value_info)
         taken.update(function.name for function in model.functions)
         # fused op types must not shadow any op of the model

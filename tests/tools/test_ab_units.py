@@ -75,6 +75,20 @@ def test_compare_metrics():
     assert not flipped["passed"] and flipped["outputs"][0]["cosine"] == pytest.approx(-1.0)
 
 
+def test_compare_integers_exactly_and_special_values_by_place():
+    ids = np.array([1500, 7], np.int64)
+    assert not compare.compare_outputs(["ids"], [ids], [ids + [1, 0]], 1e-4, 1e-3, 0.9999)["passed"]
+    big = np.array([2**60], np.int64)
+    assert not compare.compare_outputs(["big"], [big], [big + 1], 0.0, 0.0, 0.9999)["passed"]
+    special = np.array([np.nan, -np.inf, 1.0, np.inf], np.float32)
+    assert compare.compare_outputs(["s"], [special], [special.copy()], 1e-4, 1e-3, 0.9999)["passed"]
+    moved = np.array([1.0, -np.inf, np.nan, np.inf], np.float32)
+    assert not compare.compare_outputs(["s"], [special], [moved], 1e-4, 1e-3, 0.9999)["passed"]
+    zeros = np.zeros(4, np.float32)  # no direction to compare: within atol is enough
+    assert compare.compare_outputs(["z"], [zeros], [zeros + 1e-9], 1e-4, 1e-3, 0.9999)["passed"]
+    assert not compare.compare_outputs(["z"], [zeros], [zeros + 1e-3], 1e-4, 1e-3, 0.9999)["passed"]
+
+
 @pytest.mark.parametrize("op,eng", [("MatMul", "matrix"), ("Conv2d", "matrix"), ("FullyConnected", "matrix"),
                                     ("Softmax", "vector"), ("ElementWiseAdd", "vector"), ("LRN", "vector"),
                                     ("PoolMax2d", "vector"), ("Transpose", "vector"), ("Concat", "vector"),

@@ -279,6 +279,40 @@ def test_import_bad_input_is_one_line(made: Path, pair, tmp_path: Path, capsys) 
     assert stop.value.code == 2
 
 
+def _edit_results(results: Path, edit) -> Path:
+    data = json.loads((results / "results.json").read_text())
+    edit(data)
+    (results / "results.json").write_text(json.dumps(data))
+    return results
+
+
+def _b4(data: dict) -> dict:
+    return next(r for r in data["runs"] if r["key"] == "b4_fused_concurrent")
+
+
+@pytest.mark.parametrize("edit, expect", [
+    (lambda d: d.update(output_names=[]), "are not the model's outputs"),
+    (lambda d: d["latency_ms"].update(b4_fused_concurrent=[-1.0] * d["iters"]), "not a positive number"),
+    (lambda d: d["latency_ms"].update(b4_fused_concurrent=[float("nan")] * d["iters"]), "not a positive number"),
+    (lambda d: d["latency_ms"].update(b4_fused_concurrent=[]), "not a positive number"),
+    (lambda d: d["latency_ms"].update(b4_fused_concurrent=[1.0] * (d["iters"] - 1)), "latencies (paired)"),
+    (lambda d: d["latency_ms"].pop("b4_fused_concurrent"), "not a positive number"),
+    (lambda d: d.update(iters=500), "latencies (paired)"),
+    (lambda d: d["bundle"].update(original_sha256="0" * 64), "another original model"),
+    (lambda d: _b4(d).update(serial=1), "not with the op package at serial=0"),
+    (lambda d: d.update(runs=[r for r in d["runs"] if r["key"] != "b3_fused_serial"]), "neither measured nor listed"),
+    (lambda d: d.update(reference="b4_fused_concurrent"), "not a run of the original model"),
+    (lambda d: d.pop("latency_ms"), "missing or malformed: latency_ms"),
+    (lambda d: d["profiles"]["detailed"].update(b4_fused_concurrent={"dir": "profiles/none", "files": []}), "is missing"),
+])
+def test_import_checks_what_results_json_records(edit, expect: str, made: Path, tmp_path: Path, capsys) -> None:
+    """Results that cannot be what run_ab.py measured: refused in one line, before any figure is made."""
+    results = _edit_results(_fabricate(made), edit)
+    assert hexfuse_main(["ab", "--import", str(results), "-o", str(tmp_path / "r")]) == 1
+    assert expect in _err(capsys)
+    assert not (tmp_path / "r").exists()
+
+
 def test_run_script_needs_only_numpy_and_onnxruntime() -> None:
     import ast
 

@@ -55,7 +55,7 @@ def plan(ep: str, original: str, fused: str, fused_count: dict[str, int], workdi
          preset: Preset | None, op_lib: str | None, pkg_name: str, cpu_lib: CpuLibrary | None = None) -> Plan:
     p = Plan()
     fused_types = sorted(fused_count)
-    threads = max(2, os.cpu_count() or 2)
+    threads = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)
     if ep == "cpu":
         p.runs.append(RunConfig("b1_original_seq", "(1) original, ORT_SEQUENTIAL", original, "original", "cpu"))
         p.runs.append(RunConfig("b2_original_best", f"(2) original, ORT_PARALLEL ({threads} inter-op threads)",

@@ -78,7 +78,8 @@ def _figure(s: dict) -> str:
         text += f"; {len(s['rounds'])} rounds {spread[0]:.3f}-{spread[1]:.3f}"
     if "significant" in s:
         text += "; significant" if s["significant"] else (
-            "; not significant: the rounds disagree" if s.get("significant_within_run") else "; not significant")
+            ("; not significant: the rounds disagree" if s["rounds"] else "; not significant: too few iterations for rounds")
+            if s.get("significant_within_run") else "; not significant")
     return text + ")"
 
 

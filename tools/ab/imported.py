@@ -24,6 +24,10 @@ from .options import AbOptions
 from .sessions import RunConfig
 
 SCHEMA = "hexfuse-device-results/1"
+_FIELDS = ("bundle", "runs", "reference", "unavailable", "output_names", "latency_ms", "iters", "warmup", "platform",
+           "form", "provider_options", "disable_cpu_ep_fallback", "op_packages")
+_RUN_FIELDS = ("key", "label", "role", "source", "package", "outputs", "session_seconds")
+RUN_FORMS = {"b3_fused_serial": 1, "b4_fused_concurrent": 0}  # the package's barrier switch each must have run with
 
 
 def load_results(folder: Path) -> dict:
@@ -39,6 +43,11 @@ def load_results(folder: Path) -> dict:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else None
         raise HexfuseError(f"{path}: schema {got!r} is not {SCHEMA} (results of another tool or version)")
+    missing = [k for k in _FIELDS if k not in data] or [
+        f"runs[{i}].{k}" for i, run in enumerate(data["runs"] if isinstance(data["runs"], list) else [None])
+        for k in _RUN_FIELDS if not isinstance(run, dict) or k not in run]
+    if missing or not isinstance(data["latency_ms"], dict) or not isinstance(data["iters"], int):
+        raise HexfuseError(f"{path}: not a complete {SCHEMA} file (missing or malformed: {', '.join(missing) or 'latency_ms or iters'})")
     return data
 
 
@@ -62,7 +71,46 @@ def _model_paths(folder: Path, res: dict, original: str | None, fused: str | Non
     if file_sha256(manifest) != res["bundle"]["manifest_sha256"]:
         raise HexfuseError(f"{folder} was written by another bundle than {bundle} (bundle.json digest differs)")
     data = json.loads(manifest.read_text())
+    for side in ("original", "fused"):
+        if res["bundle"].get(f"{side}_sha256") != data[side]["sha256"]:
+            raise HexfuseError(f"{folder}: results.json names another {side} model than {manifest} (sha256 differs)")
+    accounted = {r["key"] for r in res["runs"]} | {u.get("key") for u in res["unavailable"] if isinstance(u, dict)}
+    dropped = [r["key"] for r in data["runs"] if r["key"] not in accounted and not r.get("only_without_package")]
+    if dropped:
+        raise HexfuseError(f"{folder}: runs {dropped} of {manifest} are neither measured nor listed as unavailable")
     return bundle / data["original"]["model"], bundle / data["fused"]["model"]
+
+
+def _check_recorded(folder: Path, res: dict, output_names: list[str]) -> dict[str, np.ndarray]:
+    """What results.json says was run and measured, checked before any figure is made of it; the
+    latencies per run key."""
+    names = res["output_names"]
+    if not isinstance(names, list) or sorted(names) != sorted(output_names):
+        raise HexfuseError(f"{folder}: output_names {names!r} are not the model's outputs {output_names}")
+    keys = [r["key"] for r in res["runs"]]
+    if any(r["role"] != "original" for r in res["runs"] if r["key"] == res["reference"]):
+        raise HexfuseError(f"{folder}: the reference run {res['reference']} is not a run of the original model")
+    for run in res["runs"]:
+        serial = RUN_FORMS.get(run["key"])
+        if serial is not None and (not run.get("package") or run.get("serial") != serial):
+            raise HexfuseError(f"{folder}: run {run['key']} was recorded with package={run.get('package')} "
+                               f"serial={run.get('serial')}, not with the op package at serial={serial}")
+    for key, entry in res.get("profiles", {}).get("detailed", {}).items():
+        if not (folder / entry["dir"] / "profile.csv").is_file():
+            raise HexfuseError(f"{folder}: the detailed profile of run {key} ({entry['dir']}/profile.csv) is missing")
+    times: dict[str, np.ndarray] = {}
+    for key in keys:
+        samples = res["latency_ms"].get(key)
+        try:
+            times[key] = np.asarray(samples, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise HexfuseError(f"{folder}: the latencies of run {key} are not a list of numbers") from None
+        if not times[key].size or not np.all(np.isfinite(times[key]) & (times[key] > 0)):
+            raise HexfuseError(f"{folder}: run {key} has no latencies, or one that is not a positive number")
+    if len({len(t) for t in times.values()}) > 1 or any(len(t) != res["iters"] for t in times.values()):
+        counts = {key: len(t) for key, t in times.items()}
+        raise HexfuseError(f"{folder}: every run must have iters={res['iters']} latencies (paired), found {counts}")
+    return times
 
 
 def _outputs(folder: Path, rel: str, n: int) -> list[np.ndarray]:
@@ -114,11 +162,11 @@ def import_results(results_dir: str, o: AbOptions, original: str | None = None, 
     cfgs = {r["key"]: RunConfig(r["key"], r["label"], r["source"], r["role"], "qnn") for r in res["runs"]}
     assign = {r["key"]: qnn_session.Assignment(list(r.get("assignment") or [])) for r in res["runs"]}
     _check_runs(res, cfgs, assign)
+    times = _check_recorded(folder, res, [o.name for o in orig_m.graph.output])
     names = res["output_names"]
     outs = {k: _outputs(folder, r["outputs"], len(names)) for k, r in zip(keys, res["runs"])}
     equiv = {k: compare.compare_outputs(names, outs[ref], outs[k], o.atol, o.rtol, o.min_cosine)
              for k in keys if k != ref}
-    times = {k: np.asarray(res["latency_ms"][k], dtype=float) for k in keys}
     out_dir = Path(o.report_dir or f"{folder.resolve()}_ab")
     if out_dir.exists() and not out_dir.is_dir():
         raise HexfuseError(f"report directory {out_dir} exists and is not a directory")

@@ -56,6 +56,11 @@ def _f(x, nd: int = 3) -> str:
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
 
 
+def _g(x) -> str:
+    """An error in significant digits: 4e-4 is not 0.000."""
+    return "-" if x is None else f"{x:.3g}"
+
+
 def render_md(r: dict) -> str:
     L = [f"# hexfuse A/B report ({r['ep']} EP)", "",
          f"- original: `{r['models']['original']}`", f"- fused: `{r['models']['fused']}` "
@@ -86,7 +91,7 @@ def render_md(r: dict) -> str:
         rounds = f"{len(s['rounds'])}: {spread[0]:.3f}-{spread[1]:.3f}" if spread else "-"
         significant = {True: "yes", False: "no"}.get(s.get("significant"), "-")
         if s.get("significant") is False and s.get("significant_within_run"):
-            significant = "no (rounds disagree)"
+            significant = "no (rounds disagree)" if s["rounds"] else "no (too few iterations for rounds)"
         L.append(f"| {name} | {s['reference']} -> {s['candidate']} | {s['speedup']:.3f}x | "
                  f"[{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] | {rounds} | {significant} | {s.get('note', '')} |")
     if r.get("cycles"):
@@ -101,7 +106,7 @@ def render_md(r: dict) -> str:
           "| run | output | max abs | max rel | cosine | pass |", "|---|---|---|---|---|---|"]
     for k, e in eq["runs"].items():
         for o in e["outputs"]:
-            L.append(f"| {k} | {o['output']} | {_f(o.get('max_abs_err'), 3)} | {_f(o.get('max_rel_err'), 3)} | "
+            L.append(f"| {k} | {o['output']} | {_g(o.get('max_abs_err'))} | {_g(o.get('max_rel_err'))} | "
                      f"{_f(o.get('cosine'), 6)} | {o['passed']} |")
     L += ["", "## Node assignment", ""]
     for k, a in r["assignment"].items():

@@ -330,3 +330,14 @@ def test_deterministic_npz_reads_back(tmp_path: Path) -> None:
     (tmp_path / "x.npz").write_bytes(data)
     with np.load(tmp_path / "x.npz") as z:
         assert set(z.files) == set(arrays) and all(np.array_equal(z[k], v) for k, v in arrays.items())
+
+
+def test_the_device_check_follows_the_workstation_rules() -> None:
+    """run_script.compare (numpy only, on the device) judges like tools/ab/compare.py."""
+    tol = {"atol": 1e-4, "rtol": 1e-3, "min_cosine": 0.9999}
+    special = np.array([np.nan, -np.inf, 1.0], np.float32)
+    assert run_script.compare([special], [special.copy()], tol)["passed"]
+    assert not run_script.compare([special], [np.array([1.0, -np.inf, np.nan], np.float32)], tol)["passed"]
+    assert not run_script.compare([np.array([1500])], [np.array([1501])], tol)["passed"]
+    assert run_script.compare([np.zeros(3)], [np.zeros(3) + 1e-9], tol)["passed"]
+    assert not run_script.compare([np.array([1.0, 2.0])], [np.array([-1.0, -2.0])], dict(tol, atol=10.0, rtol=10.0))["passed"]

@@ -225,20 +225,28 @@ def check_ran(run: dict, nodes: list | None, form: str) -> None:
 
 
 def compare(ref: list, got: list, tol: dict) -> dict:
-    """Quick on-device check (the workstation recomputes it on import)."""
+    """Quick on-device check (the workstation recomputes it on import, tools/ab/compare.py's rules):
+    integers equal, NaN and infinities in the same places, the finite rest within the tolerances."""
     worst, passed = 0.0, True
     for a, b in zip(ref, got):
-        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        if a64.shape != b64.shape:
-            return {"passed": False, "max_abs_err": None, "reason": f"shape {a64.shape} vs {b64.shape}"}
-        if not a64.size:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return {"passed": False, "max_abs_err": None, "reason": f"shape {a.shape} vs {b.shape}"}
+        if not a.size:
             continue
-        diff = np.abs(a64 - b64)
-        worst = max(worst, float(diff.max()))
-        na, nb = float(np.linalg.norm(a64)), float(np.linalg.norm(b64))
-        cos = 1.0 if na == nb == 0.0 else (0.0 if 0.0 in (na, nb) else float(np.dot(a64.ravel(), b64.ravel()) / (na * nb)))
-        ok = bool(np.all(diff <= tol["atol"] + tol["rtol"] * np.abs(a64))) and cos >= tol["min_cosine"]
-        passed = passed and ok and bool(np.isfinite(a64).all() == np.isfinite(b64).all())
+        if a.dtype.kind in "iub" or b.dtype.kind in "iub":
+            passed = passed and bool(np.array_equal(a, b))
+            continue
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        fin = np.isfinite(a64)
+        same = np.array_equal(np.isnan(a64), np.isnan(b64)) and np.array_equal(a64[~fin & ~np.isnan(a64)],
+                                                                                b64[~fin & ~np.isnan(a64)])
+        diff = np.abs(a64[fin] - b64[fin])
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        na, nb = float(np.linalg.norm(a64[fin])), float(np.linalg.norm(b64[fin]))
+        cos = 1.0 if na == nb == 0.0 else (0.0 if 0.0 in (na, nb) else float(np.dot(a64[fin], b64[fin]) / (na * nb)))
+        ok = bool(np.all(diff <= tol["atol"] + tol["rtol"] * np.abs(a64[fin]))) and (cos >= tol["min_cosine"] or na == 0.0)
+        passed = passed and ok and bool(same) and bool(np.isfinite(b64[fin]).all())
     return {"passed": passed, "max_abs_err": worst}
 
 

@@ -65,7 +65,8 @@ def _read_quant(analysis: Analysis, index: int) -> QuantSpec | None:
 
 
 def quant_of(analysis: Analysis, tensor: int) -> QuantSpec | None:
-    """Quantization of a tensor a Q produces or a DQ reads (the last such node in graph order wins)."""
+    """Quantization of a tensor a Q produces or a DQ reads; None where they give it different scales or
+    zero points (codes written with one and read with another: no one encoding to bake into a kernel)."""
     flat = analysis.flat
     cache = analysis.quant_specs
     if tensor in cache:
@@ -76,10 +77,8 @@ def quant_of(analysis: Analysis, tensor: int) -> QuantSpec | None:
     source = flat.producer[tensor]
     if source >= 0 and flat.op_types[source] == "QuantizeLinear":
         definers.append(source)
-    quant = None
-    for index in sorted(definers):
-        if flat.domains[index] in ONNX_DOMAINS:
-            quant = _quant_of(analysis, index) or quant
+    found = {_quant_of(analysis, index) for index in definers if flat.domains[index] in ONNX_DOMAINS} - {None}
+    quant = found.pop() if len(found) == 1 else None
     cache[tensor] = quant
     return quant
 

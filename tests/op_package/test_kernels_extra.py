@@ -337,6 +337,18 @@ def _special_values() -> list[Case]:
     for to in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT32):
         cases.append(Case(f"Cast_int64_to_{onnx.TensorProto.DataType.Name(to)}", [node("Cast", ["x"], ["y"], to=to)],
                           {"x": wide}, ["y"]))
+    # float32's range: ONNX squares in float, so 1e30 squared is inf (the norm inf, the row 0, LayerNorm the bias)
+    huge = np.array([[1e30, 1e30, -1e30, 1.0], [1e20, 1.0, 2.0, 3.0], [0.5, -2.0, 3.0, 1.0]], np.float32)
+    cases.append(Case("ReduceL2_overflow", [node("ReduceL2", ["x", "a"], ["y"], keepdims=0)],
+                      {"x": huge, "a": np.array([1], np.int64)}, ["y"], static=("a",)))
+    cases.append(Case("LpNormalization_overflow", [node("LpNormalization", ["x"], ["y"], p=2, axis=-1)], {"x": huge}, ["y"]))
+    cases.append(Case("LayerNormalization_overflow", [node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)],
+                      {"x": huge, "s": randn(4), "b": randn(4)}, ["y"]))
+    for qtype in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8):  # NaN: the lowest code
+        zero = np.array(0, helper.tensor_dtype_to_np_dtype(qtype))
+        cases.append(Case(f"QuantizeLinear_nan_{onnx.TensorProto.DataType.Name(qtype)}",
+                          [node("QuantizeLinear", ["x", "sc", "zp"], ["y"])],
+                          {"x": x, "sc": np.array(0.05, np.float32), "zp": zero}, ["y"], static=("sc", "zp")))
     cases.append(Case("LayerNormalization_scale1", [node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)],
                       {"x": randn(3, 8), "s": np.array([1.5], np.float32), "b": randn(8)}, ["y"]))
     cases.append(Case("LayerNormalization_scale_1xD", [node("LayerNormalization", ["x", "s"], ["y"], axis=-2)],

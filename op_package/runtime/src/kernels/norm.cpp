@@ -54,8 +54,8 @@ void layernorm_f32(const void* params, void* const* buffers, int64_t begin, int6
         double mean = 0.0, sq = 0.0;
         for (int64_t i = 0; i < p.cols; ++i) mean += xr[i];
         mean = p.rms ? 0.0 : mean / static_cast<double>(p.cols);
-        for (int64_t i = 0; i < p.cols; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
-        const double inv = 1.0 / std::sqrt(sq / static_cast<double>(p.cols) + p.epsilon);
+        for (int64_t i = 0; i < p.cols; ++i) sq += float_range((xr[i] - mean) * (xr[i] - mean));
+        const double inv = 1.0 / std::sqrt(float_range(sq) / static_cast<double>(p.cols) + p.epsilon);
         for (int64_t i = 0; i < p.cols; ++i) {
             double v = (xr[i] - mean) * inv;
             if (scale != nullptr) v *= scale[i % p.scale_size];
@@ -167,9 +167,9 @@ void line_f32(const void* params, void* const* buffers, int64_t begin, int64_t e
         double norm = 0.0;
         for (int64_t j = 0; j < p.len; ++j) {
             const double v = xp[j * p.inner];
-            norm += p.op == LineOp::kL1 ? std::fabs(v) : v * v;
+            norm += p.op == LineOp::kL1 ? std::fabs(v) : float_range(v * v);
         }
-        if (p.op == LineOp::kL2) norm = std::sqrt(norm);
+        if (p.op == LineOp::kL2) norm = std::sqrt(float_range(norm));
         for (int64_t j = 0; j < p.len; ++j) {
             op[j * p.inner] = norm != 0.0 ? static_cast<float>(xp[j * p.inner] / norm) : 0.f;
         }

@@ -19,7 +19,7 @@ void quantize_to(const QuantParams& p, void* const* buffers, int64_t begin, int6
         const int64_t ch = p.axis_len > 1 ? (i / p.inner) % p.axis_len : 0;
         const float zp = p.zero_point >= 0 ? static_cast<float>(load_int(buffers[p.zero_point], p.qtype, ch)) : 0.f;
         float v = std::nearbyint(x[i] / scale[ch]) + zp;  // default rounding mode: half to even
-        v = std::min(std::max(v, lo), hi);
+        v = v != v ? lo : std::min(std::max(v, lo), hi);  // NaN: the lowest code, as ONNX Runtime (and qvector.cpp)
         out[i] = static_cast<Q>(v);
     }
 }

@@ -62,12 +62,12 @@ void reduce_f32(const void* params, void* const* buffers, int64_t begin, int64_t
                 case ReduceOp::kMax: acc = nan_max(acc, v); break;
                 case ReduceOp::kMin: acc = nan_min(acc, v); break;
                 case ReduceOp::kProd: acc *= v; break;
-                case ReduceOp::kSumSquare: case ReduceOp::kL2: acc += v * v; break;
+                case ReduceOp::kSumSquare: case ReduceOp::kL2: acc += float_range(v * v); break;
                 case ReduceOp::kL1: acc += std::fabs(v); break;
             }
         }
         if (p.op == ReduceOp::kMean) acc /= static_cast<double>(count);
-        if (p.op == ReduceOp::kL2) acc = std::sqrt(acc);
+        if (p.op == ReduceOp::kL2) acc = std::sqrt(float_range(acc));
         if (p.op == ReduceOp::kLogSum) acc = std::log(acc);
         if (p.op == ReduceOp::kLogSumExp) acc = shift + std::log(acc);
         out[o] = static_cast<float>(acc);

@@ -50,6 +50,10 @@ inline T nan_max(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? b : a));
 template <typename T>
 inline T nan_min(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 
+// A square or a sum of squares with float32's range: ONNX computes them in float, where 1e20 squared is
+// already infinite (an L2 norm inf, a normalised row 0); the double accumulation adds precision, not range.
+inline double float_range(double v) { return static_cast<double>(static_cast<float>(v)); }
+
 inline int64_t dot(const Dims& coords, const Dims& strides, int rank) {
     int64_t off = 0;
     for (int d = 0; d < rank; ++d) off += coords[d] * strides[d];

@@ -141,10 +141,21 @@ def _folds(scorer: Scorer) -> frozenset[str]:
     return frozenset(getattr(target, "folds", ()))
 
 
+def _scorer_or_default(scorer: Scorer | None) -> Scorer:
+    """The library's callers get a TypeError for what is no scorer (a target name is not one: see
+    cost/cli.py scorer_for), not an AttributeError deep in the selection."""
+    if scorer is None:
+        return default_scorer()
+    if not (isinstance(getattr(scorer, "name", None), str) and callable(getattr(scorer, "score", None))):
+        raise TypeError(f"scorer must be a Scorer (a name and a score method, e.g. cost.cli.scorer_for(target, "
+                        f"min_gain)), not {type(scorer).__name__}")
+    return scorer
+
+
 def analyze_model(path: str | Path, scorer: Scorer | None = None, backend: Backend | None = None) -> AnalyzeResult:
     """``backend``: what runs the fused nodes can do (backend.py; None: no limit)."""
     with gc_paused():
-        return _analyze(path, scorer or default_scorer(), backend)
+        return _analyze(path, _scorer_or_default(scorer), backend)
 
 
 def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> AnalyzeResult:
@@ -220,7 +231,7 @@ def _target_name(scorer: Scorer) -> str:
 
 def fuse_model(path: str | Path, scorer: Scorer | None = None, backend: Backend | None = None) -> FuseResult:
     with gc_paused():
-        return _fuse(path, scorer or default_scorer(), backend)
+        return _fuse(path, _scorer_or_default(scorer), backend)
 
 
 def _fuse(path: str | Path, scorer: Scorer, backend: Backend | None) -> FuseResult:

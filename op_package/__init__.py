@@ -15,6 +15,8 @@ def backend(allow_scalar: bool = False):
     """The pass's view of this package (graph_passes/backend.py): ops with a kernel; matrix tasks must
     expand into QNN's own ops (op_package/htp_expand.py) and, unless ``allow_scalar``, every kernel of
     the other tasks needs an HVX path (op_package/hvx_coverage.py)."""
+    if not isinstance(allow_scalar, bool):  # "no" would be true
+        raise TypeError(f"allow_scalar must be True or False, not {allow_scalar!r}")
     from hexfuse.graph_passes.backend import Backend
     from hexfuse.op_package.htp_expand import matrix_blocker
     from hexfuse.op_package.hvx_coverage import vector_blocker

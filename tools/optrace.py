@@ -185,7 +185,13 @@ def read_schematic(path: str | Path) -> Schedule:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise HexfuseError(f"cannot read schematic {path}: {exc.strerror}") from None
-    found = _sections(text)
+    try:
+        return _schedule(path, _sections(text))
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:  # a section of another shape
+        raise HexfuseError(f"{path}: not an optrace schematic this reader knows ({type(exc).__name__}: {exc})") from None
+
+
+def _schedule(path: Path, found: dict[str, object]) -> Schedule:
     steps = []
     for key, desc in (found["opdesc_map"] or {}).items():  # type: ignore[union-attr]
         if not isinstance(desc, dict) or len(desc.get("args", [])) < 2:

@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if (against or args.target) and schedule.main_list:
         columns = {"this": _figures(schedule, args.target)}
         if against:
-            columns["original"] = _figures(read_schematic(against), args.target)
+            original = read_schematic(against)
+            if not original.main_list:
+                raise HexfuseError(f"--against {against}: the schematic holds no run lists (runlist2) to compare with")
+            columns["original"] = _figures(original, args.target)
         names = list(columns)
         print("\n| figure | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
         for key in columns["this"]:

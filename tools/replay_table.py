@@ -20,7 +20,7 @@ BUNDLED = ("googlenet", "googlenet_qdq", "gptj_block", "gptj_block_qdq", "llama_
 
 
 def rows(model: Path, target: str) -> tuple[dict, list[dict]]:
-    from hexfuse import analyze_model, backend
+    from hexfuse import analyze_model
     from hexfuse.graph_passes.cost.cli import scorer_for
     from hexfuse.graph_passes.cost.replay import Unholdable, fuse_group, replay
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
@@ -33,7 +33,7 @@ def rows(model: Path, target: str) -> tuple[dict, list[dict]]:
     counts = scorer.engines.schedule.counts()
     head = {"model": model.stem, "t2_us": judge.original.latency_ns / 1e3, "ops": counts["ops"], "hmx": counts["hmx"],
             "hvx": counts["vec"], "beside": counts["hvx_beside_hmx"], "estimated_share": judge.estimated_share}
-    result = analyze_model(model, scorer, backend(True))
+    result = analyze_model(model, scorer, allow_scalar=True)
     out = []
     for node in result.fused_nodes:
         op = fused_op_spec(result.analysis, node.group.tasks)

@@ -147,9 +147,13 @@ def parse_profile(path: str | Path) -> tuple[dict[str, float], int]:
         if name is None:
             continue
         try:
-            samples.setdefault(name, []).append(float(row["Time"]))
+            cycles = float(row["Time"])
         except (TypeError, ValueError):
             raise HexfuseError(f"profile {path}: row {ident!r} has a non-numeric Time {row.get('Time')!r}") from None
+        if not (math.isfinite(cycles) and cycles >= 0):
+            raise HexfuseError(f"profile {path}: row {ident!r} has Time {row.get('Time')!r}: cycles must be a "
+                               "finite number, not negative")
+        samples.setdefault(name, []).append(cycles)
     if not samples:
         raise HexfuseError(f"profile {path}: no per-node cycle rows (was profiling_level=detailed?)")
     return {name: statistics.median(values) for name, values in samples.items()}, max(runs, 1)
@@ -177,7 +181,7 @@ def parse_hub_profile(path: str | Path, clock_ghz: float) -> tuple[dict[str, flo
     if not isinstance(summary, dict) or not isinstance(detail, list):
         raise HexfuseError(f"profile {path}: not an AI Hub profile (no execution_summary / execution_detail)")
     total_us = summary.get("estimated_inference_time")
-    if isinstance(total_us, bool) or not isinstance(total_us, (int, float)) or not total_us > 0:
+    if isinstance(total_us, bool) or not isinstance(total_us, (int, float)) or not 0 < total_us < math.inf:
         raise HexfuseError(f"profile {path}: execution_summary.estimated_inference_time must be a positive number "
                            f"of microseconds, got {total_us!r}")
     weights: dict[str, float] = {}
@@ -188,6 +192,8 @@ def parse_hub_profile(path: str | Path, clock_ghz: float) -> tuple[dict[str, flo
             continue
         value = row.get("execution_time", row.get("execution_cycles", 0))
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            if not math.isfinite(value):
+                raise HexfuseError(f"profile {path}: layer {row['name']!r} has execution time {value!r}")
             weights[row["name"]] = weights.get(row["name"], 0.0) + float(value)
     if not weights:
         raise HexfuseError(f"profile {path}: no NPU layer with a positive execution_time")
@@ -721,7 +727,7 @@ DEFAULT_MODELS = Path.home() / ".cache" / "hexfuse" / "anchors"
 def read_published(path: str | Path) -> list[dict[str, str]]:
     """Rows of a published-latency table (CSV): each a dict of its columns, ``milliseconds`` checked."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # (-sig: a spreadsheet's "CSV UTF-8" starts with a BOM)
     except OSError as exc:
         raise HexfuseError(f"published table {path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -737,8 +743,9 @@ def read_published(path: str | Path) -> list[dict[str, str]]:
         except (TypeError, ValueError):
             raise HexfuseError(f"published table {path}: line {line}: milliseconds {raw['milliseconds']!r} "
                                "is not a number") from None
-        if not (ms > 0 and math.isfinite(ms)):
-            raise HexfuseError(f"published table {path}: line {line}: milliseconds must be a positive number")
+        if not 1e-6 <= ms <= 1e7:  # a nanosecond to three hours: anything else is a unit or typing error
+            raise HexfuseError(f"published table {path}: line {line}: milliseconds {raw['milliseconds']!r} "
+                               "must be a number from 1e-6 to 1e7")
         if raw["precision"] not in MODEL_FILES:
             raise HexfuseError(f"published table {path}: line {line}: precision {raw['precision']!r} "
                                f"(known: {', '.join(MODEL_FILES)})")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_to_dict
+from hexfuse.graph_passes.cost.target import Target, list_targets, load_target, target_from_dict, target_to_dict
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.io import refuse_overwrite, write_atomic
 from hexfuse.graph_passes.spec.model import FusedOp
@@ -152,14 +152,23 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or out.stem
     source = f"{'SIMULATOR profile ' if simulated else ''}{Path(args.profile).name}"
     fitted = fit.target.with_values(name=name, description=f"{base.description}; calibrated from {source}")
-    write_atomic(out, (json.dumps(target_to_dict(fitted), indent=1) + "\n").encode())
-    load_target(out)  # what we wrote must load
+    _write_target(out, fitted, args.profile)
     classes = ", ".join(f"{c} x{fit.factors[c]:.3g} ({n} nodes)" for c, n in sorted(fit.nodes_used.items()))
     engines = ", ".join(f"{engine} {count}" for engine, count in fit.rows_by_engine.items())
     print(f"hexfuse: calibrated {name}: {classes}; {fit.overheads}; {lookup.note}; median |log error| {fit.residual:.3f}; "
           f"{len(fit.skipped)} profile rows matched no model node; rows by engine: {engines}; wrote {out}",
           file=sys.stderr)
     return 0
+
+
+def _write_target(out: Path, fitted, measured: str) -> None:
+    """Write the fitted target only if it loads: a fit to degenerate figures refuses, naming them."""
+    data = target_to_dict(fitted)
+    try:
+        target_from_dict(json.loads(json.dumps(data)), str(out))
+    except HexfuseError as exc:
+        raise HexfuseError(f"the fit to {measured} gives no valid target ({exc}); nothing written") from None
+    write_atomic(out, (json.dumps(data, indent=1) + "\n").encode())
 
 
 def _run_published(args: argparse.Namespace) -> int:
@@ -176,7 +185,6 @@ def _run_published(args: argparse.Namespace) -> int:
                                  overheads=not args.keep_overheads)
     name = args.name or out.stem
     fitted = fitted.with_values(name=name, description=f"{base.description}; fitted to {Path(args.published).name}")
-    write_atomic(out, (json.dumps(target_to_dict(fitted), indent=1) + "\n").encode())
-    load_target(out)  # what we wrote must load
+    _write_target(out, fitted, args.published)
     print(f"hexfuse: calibrated {name}: {note}; wrote {out}", file=sys.stderr)
     return 0

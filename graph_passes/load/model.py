@@ -309,6 +309,8 @@ def _first_line(exc: Exception) -> str:
 
 def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> LoadedModel:
     """``fix``: symbolic dimensions to pin (name -> size); default: those ``fixed_dims`` set."""
+    if isinstance(path, str) and not path:  # Path("") is "."
+        raise HexfuseError("empty model path")
     path = Path(path)
     fix = _FIXED_DIMS.get() if fix is None else fix
     raw = _read(path)

@@ -72,7 +72,8 @@ def default_names(path_a: Path, path_b: Path) -> tuple[str, str]:
 def _check_names(names: tuple[str, str]) -> None:
     for name in names:
         if not _NAME.match(name):
-            raise HexfuseError(f"request name {name!r} must start with a letter and use only letters, digits, '_', '.', '-'")
+            raise HexfuseError(f"request name {name!r} must be 1 to 64 ASCII characters: a letter first, then letters, "
+                               "digits, '_', '.', '-'")
     if names[0] == names[1]:
         raise HexfuseError(f"both requests are named {names[0]!r}: their names would clash; give two different names")
 

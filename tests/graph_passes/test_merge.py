@@ -174,7 +174,7 @@ REFUSALS = {
     "same names": (lambda d: (builders.save(builders.two_branch(), d / "a.onnx"),) * 2, ("--names", "r", "r"),
                    "both requests are named 'r'"),
     "bad name": (lambda d: (builders.save(builders.two_branch(), d / "a.onnx"),) * 2, ("--names", "r/1", "s"),
-                 "request name 'r/1' must start with a letter"),
+                 "request name 'r/1' must be 1 to 64 ASCII characters: a letter first"),
     "function clash": (lambda d: (builders.save(_function_model("Relu"), d / "a.onnx"), builders.save(_function_model("Tanh"), d / "b.onnx")),
                        (), "name clash: both models define local function local::Act differently"),
     "already fused": (lambda d: (_fused(d), builders.save(builders.two_branch(), d / "b.onnx")), (), "already fused by hexfuse"),

@@ -30,6 +30,7 @@ import onnx_graphsurgeon as gs
 
 from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.graph.dataflow import overridable_initializers
 from hexfuse.graph_passes.load.model import LoadedModel, load_model
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 
@@ -139,6 +140,10 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
     shared, saved = 0, 0
     for number, (request, graph) in enumerate(zip(requests, graphs)):
         tensors = graph.tensors()
+        # a weight that is also a graph input or output keeps its own prefixed name: sharing it would
+        # leave a second, unprefixed name at the model's edge
+        overridable = overridable_initializers(request.loaded.model)  # (gs drops them from the inputs)
+        edge = {id(t) for t in (*graph.inputs, *graph.outputs)} | {id(t) for n, t in tensors.items() if n in overridable}
         for index, node in enumerate(graph.nodes):
             node.name = request.prefix + (node.name or f"{node.op}_{index}")
         for name, tensor in tensors.items():
@@ -147,7 +152,7 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
             if not isinstance(tensor, gs.Constant):
                 tensor.name = request.prefix + name
                 continue
-            key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS else None
+            key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS and id(tensor) not in edge else None
             kept = first.get(key) if number > 0 and key is not None else None
             if kept is None:
                 if number == 0 and key is not None:
@@ -174,7 +179,7 @@ def _mapping(requests: list[Request], model: onnx.ModelProto) -> dict:
         "merged_inputs": [info.name for info in model.graph.input],
         "requests": [
             {"name": r.name, "prefix": r.prefix, "model": r.loaded.path.name, "sha256": r.loaded.sha256,
-             "inputs": side(r.loaded.model.graph.input, r), "outputs": side(r.loaded.model.graph.output, r)}
+             "inputs": side(_fed_inputs(r), r), "outputs": side(r.loaded.model.graph.output, r)}
             for r in requests
         ],
     }
@@ -196,6 +201,7 @@ def merge_models(path_a: str | Path, path_b: str | Path, names: tuple[str, str] 
         outputs=[t for g in graphs for t in g.outputs], name="+".join(names),
     )
     model = gs.export_onnx(graph, do_type_check=True, opset_imports=opsets)
+    _restore_inputs(model, requests)
     model.functions.extend(functions)
     model.ir_version = max(MIN_MERGED_IR, *(r.loaded.model.ir_version for r in requests))
     model.producer_name, model.producer_version = "hexfuse merge", ""
@@ -203,6 +209,27 @@ def merge_models(path_a: str | Path, path_b: str | Path, names: tuple[str, str] 
     entry.key, entry.value = REQUESTS_KEY, json.dumps([[r.name, r.prefix] for r in requests])
     _check_merged(model, requests)
     return Merged(model, _mapping(requests, model), shared, saved, tuple(r.loaded for r in requests))
+
+
+def _restore_inputs(model: onnx.ModelProto, requests: list[Request]) -> None:
+    """The merged inputs are the requests' own, prefixed, in their order: gs turns a graph input that
+    has an initializer (overridable, IR >= 4) into a plain constant, which no feed could override."""
+    inputs = []
+    for request in requests:
+        for info in _fed_inputs(request):
+            copy = onnx.ValueInfoProto()
+            copy.CopyFrom(info)
+            copy.name = request.prefix + info.name
+            inputs.append(copy)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+
+
+def _fed_inputs(request: Request) -> list[onnx.ValueInfoProto]:
+    """The graph inputs a feed may set (IR < 4 lists every weight as an input too: still a weight)."""
+    source = request.loaded.model
+    weights = {init.name for init in source.graph.initializer} - overridable_initializers(source)
+    return [info for info in source.graph.input if info.name not in weights]
 
 
 def _without_functions(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -222,3 +222,34 @@ def test_merged_and_fused_qdq_llama_match_the_separate_models_on_qnn_htp(tmp_pat
     assert len(summary["outputs"]) == 10
     for row in summary["outputs"]:
         assert row["max_abs"] == 0.0 and row["max_ref"] > 0, row
+
+
+def _weight_at_the_edge(kind: str) -> onnx.ModelProto:
+    """x + w -> y, with the weight w also a graph output ("output") or an overridable input ("input")."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(8, 8), "w")
+    info = helper.make_tensor_value_info
+    inputs = [info("x", TensorProto.FLOAT, [8, 8])] + ([info("w", TensorProto.FLOAT, [8, 8])] if kind == "input" else [])
+    outputs = [info("y", TensorProto.FLOAT, [8, 8])] + ([info("w", TensorProto.FLOAT, [8, 8])] if kind == "output" else [])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g", inputs, outputs, [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("kind", ["output", "input"])
+def test_a_weight_at_the_models_edge_keeps_its_prefixed_name(tmp_path, kind):
+    """Byte-identical weights are stored once, but not one that is a graph output (the merged model had
+    two outputs 'w', unprefixed) or an overridable input (gs made it a constant nobody could feed)."""
+    a = builders.save(_weight_at_the_edge(kind), tmp_path / "a.onnx")
+    b = builders.save(_weight_at_the_edge(kind), tmp_path / "b.onnx")
+    merged = merge_models(a, b, ("a", "b"))
+    edge = [i.name for i in merged.model.graph.input] if kind == "input" else [o.name for o in merged.model.graph.output]
+    assert {"a/w", "b/w"} <= set(edge) and "w" not in edge and len(edge) == len(set(edge))
+    for request in merged.mapping["requests"]:
+        names = {**request["inputs"], **request["outputs"]}.values()
+        assert set(names) <= {i.name for i in merged.model.graph.input} | {o.name for o in merged.model.graph.output}
+    if kind == "input":  # the override reaches its own request only
+        session = ort.InferenceSession(merged.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        feeds = {"a/x": np.zeros((8, 8), np.float32), "b/x": np.zeros((8, 8), np.float32), "a/w": np.ones((8, 8), np.float32)}
+        values = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        assert np.array_equal(values["a/y"], np.ones((8, 8))) and np.array_equal(values["b/y"], np.arange(64).reshape(8, 8))

@@ -92,6 +92,7 @@ class Target:
 
 _NUMERIC = [f.name for f in fields(Target) if f.type in ("float", "int")]
 _INTEGER = {f.name for f in fields(Target) if f.type == "int"}
+_INTEGER_MAX = 1024  # threads and tile rows: the quota search enumerates splits of them (4 and 32 today)
 _FRACTIONS = {"ddr_npu_fraction"}
 # Figures added after target files were first written (a file without them still loads, with these).
 OPTIONAL = {
@@ -119,8 +120,8 @@ def _figure(raw: dict[str, Any], name: str, where: str) -> tuple[float, str]:
     value, source = entry["value"], entry["source"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _fail(where, name, f"value must be a finite number, got {value!r}")
-    if name in _INTEGER and int(value) != value:
-        raise _fail(where, name, f"value must be an integer, got {value!r}")
+    if name in _INTEGER and (int(value) != value or not 0 < value <= _INTEGER_MAX):
+        raise _fail(where, name, f"value must be an integer from 1 to {_INTEGER_MAX}, got {value!r}")
     if value <= 0 or (name in _FRACTIONS and value > 1):
         raise _fail(where, name, f"value {value!r} out of range ({'(0, 1]' if name in _FRACTIONS else '> 0'})")
     if not isinstance(source, str) or not source.strip():

@@ -43,11 +43,14 @@ def load_results(folder: Path) -> dict:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else None
         raise HexfuseError(f"{path}: schema {got!r} is not {SCHEMA} (results of another tool or version)")
-    missing = [k for k in _FIELDS if k not in data] or [
-        f"runs[{i}].{k}" for i, run in enumerate(data["runs"] if isinstance(data["runs"], list) else [None])
-        for k in _RUN_FIELDS if not isinstance(run, dict) or k not in run]
-    if missing or not isinstance(data["latency_ms"], dict) or not isinstance(data["iters"], int):
-        raise HexfuseError(f"{path}: not a complete {SCHEMA} file (missing or malformed: {', '.join(missing) or 'latency_ms or iters'})")
+    missing = [k for k in _FIELDS if k not in data]
+    if not missing:
+        runs = data["runs"] if isinstance(data["runs"], list) else [None]
+        missing = [f"runs[{i}].{k}" for i, run in enumerate(runs) for k in _RUN_FIELDS
+                   if not isinstance(run, dict) or k not in run]
+        missing += [k for k, kind in (("latency_ms", dict), ("iters", int)) if not isinstance(data[k], kind)]
+    if missing:
+        raise HexfuseError(f"{path}: not a complete {SCHEMA} file (missing or malformed: {', '.join(missing)})")
     return data
 
 

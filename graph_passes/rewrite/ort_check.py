@@ -63,6 +63,27 @@ def _input_plan(info: onnx.ValueInfoProto) -> tuple[list[int], np.dtype]:
     return dims, dtype
 
 
+def index_limits(model: onnx.ModelProto) -> dict[str, int]:
+    """Graph inputs a Gather reads as indices -> how many rows its table has, where that is under 8 and
+    static: the seeded ids must stay in range (ids 0-7 into a 4-row table made ORT refuse the run)."""
+    graph = model.graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    for info in (*graph.input, *graph.value_info):
+        dims = info.type.tensor_type.shape.dim
+        if info.name not in shapes and all(d.HasField("dim_value") for d in dims):
+            shapes[info.name] = tuple(d.dim_value for d in dims)
+    fed = {info.name for info in graph.input}
+    limits: dict[str, int] = {}
+    for node in graph.node:
+        if node.op_type not in ("Gather", "GatherElements") or len(node.input) < 2 or node.input[1] not in fed:
+            continue
+        shape = shapes.get(node.input[0])
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
+            limits[node.input[1]] = min(limits.get(node.input[1], 8), shape[axis])
+    return limits
+
+
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs for every graph input that is not an initializer; one error line naming an
     input it cannot make (not a tensor, dynamic or huge shape, no numeric type)."""
@@ -71,12 +92,13 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
     plans = [(info.name, _input_plan(info)) for info in model.graph.input if info.name not in initializers]
     if sum(math.prod(dims) * dtype.itemsize for _, (dims, dtype) in plans) > MAX_INPUT_BYTES:
         raise _cannot(plans[0][0], f"all inputs together are more than {MAX_INPUT_BYTES / 2**30:.0f} GiB")
+    limits = index_limits(model)
     feeds = {}
     for name, (dims, dtype) in plans:
         if dtype == np.bool_:
             feeds[name] = np.asarray(rng.random(dims) < 0.5)  # a 0-d draw is a numpy scalar
         elif np.issubdtype(dtype, np.integer):
-            feeds[name] = rng.integers(0, 8, size=dims).astype(dtype)  # small: valid ids and indices
+            feeds[name] = rng.integers(0, limits.get(name, 8), size=dims).astype(dtype)  # small: valid ids and indices
         else:
             feeds[name] = rng.standard_normal(dims).astype(dtype)
     return feeds

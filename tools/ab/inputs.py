@@ -41,7 +41,7 @@ def random_inputs(specs: list[TensorSpec], seed: int) -> dict[str, np.ndarray]:
         if dt == np.bool_:
             arr = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif np.issubdtype(dt, np.integer):
-            arr = rng.integers(0, 8, size=shape).astype(dt)
+            arr = rng.integers(0, s.ids_below, size=shape).astype(dt)
         else:
             arr = rng.standard_normal(size=shape).astype(dt)
         feeds[s.name] = arr

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -18,6 +18,7 @@ class TensorSpec:
     name: str
     elem_type: int
     shape: tuple  # ints, or strings for symbolic dims, or None for unknown
+    ids_below: int = field(default=8, compare=False)  # seeded integers stay below it (rows of the Gather table it indexes)
 
     def describe(self) -> str:
         dims = ",".join("?" if d is None else str(d) for d in self.shape)
@@ -47,8 +48,11 @@ def _spec(vi: onnx.ValueInfoProto) -> TensorSpec:
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[TensorSpec]:
+    from hexfuse.graph_passes.rewrite.ort_check import index_limits
+
     inits = {i.name for i in model.graph.initializer}
-    return [_spec(v) for v in model.graph.input if v.name not in inits]
+    limits = index_limits(model)
+    return [replace(_spec(v), ids_below=limits.get(v.name, 8)) for v in model.graph.input if v.name not in inits]
 
 
 def graph_outputs(model: onnx.ModelProto) -> list[TensorSpec]:

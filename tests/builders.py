@@ -88,6 +88,17 @@ def two_branch(size: int = 64) -> onnx.ModelProto:
     return _model(nodes, [float_info("x", (size, size))], [float_info("y", (size, size)), float_info("s", (size, size))], inits)
 
 
+def embedding_branches(rows: int, width: int = 16) -> onnx.ModelProto:
+    """ids[1,8] -> Gather(table[rows, width]) -> e; e -> MatMul -> y beside e -> Tanh -> t: an integer input
+    that indexes a table (seeded ids must stay below ``rows``)."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="gather"),
+             helper.make_node("MatMul", ["e", "w"], ["y"], name="mm"), helper.make_node("Tanh", ["e"], ["t"], name="tanh")]
+    inits = [_weight(rng, "table", (rows, width)), _weight(rng, "w", (width, width))]
+    return _model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                  [float_info("y", (1, 8, width)), float_info("t", (1, 8, width))], inits, opset=17)
+
+
 def chain(size: int = 32) -> onnx.ModelProto:
     """x -> MatMul -> Relu -> MatMul -> Softmax: every op depends on the one before."""
     rng = np.random.default_rng(1)

@@ -27,7 +27,6 @@ SCHEMA = "hexfuse-device-results/1"
 _FIELDS = ("bundle", "runs", "reference", "unavailable", "output_names", "latency_ms", "iters", "warmup", "platform",
            "form", "provider_options", "disable_cpu_ep_fallback", "op_packages")
 _RUN_FIELDS = ("key", "label", "role", "source", "package", "outputs", "session_seconds")
-RUN_FORMS = {"b3_fused_serial": 1, "b4_fused_concurrent": 0}  # the package's barrier switch each must have run with
 
 
 def load_results(folder: Path) -> dict:
@@ -93,8 +92,11 @@ def _check_recorded(folder: Path, res: dict, output_names: list[str]) -> dict[st
     keys = [r["key"] for r in res["runs"]]
     if any(r["role"] != "original" for r in res["runs"] if r["key"] == res["reference"]):
         raise HexfuseError(f"{folder}: the reference run {res['reference']} is not a run of the original model")
+    from hexfuse.tools.device.bundle import RUNS  # the runs a bundle defines (its manifest is made from them)
+
+    switch = {r.key: r.serial for r in RUNS if r.package}  # the package's barrier switch each must have run with
     for run in res["runs"]:
-        serial = RUN_FORMS.get(run["key"])
+        serial = switch.get(run["key"])
         if serial is not None and (not run.get("package") or run.get("serial") != serial):
             raise HexfuseError(f"{folder}: run {run['key']} was recorded with package={run.get('package')} "
                                f"serial={run.get('serial')}, not with the op package at serial={serial}")

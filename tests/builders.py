@@ -129,6 +129,22 @@ def crossing_pairs(size: int = 16) -> onnx.ModelProto:
     return _model(nodes, [float_info("x", (size, size))], [float_info("b", (size, size)), float_info("d", (size, size))], inits)
 
 
+def four_independent(size: int = 8) -> onnx.ModelProto:
+    """Two matrix tasks (A, B) and two vector tasks (C, D), all reading only the input: every pair of
+    different engines is independent, and no two tasks share a structure (shapes and ops differ)."""
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["a"], name="A"),
+        helper.make_node("MatMul", ["x", "w2"], ["b"], name="B"),
+        helper.make_node("Relu", ["x"], ["c"], name="C"),
+        helper.make_node("Sigmoid", ["x"], ["d"], name="D"),
+    ]
+    inits = [_weight(rng, "w1", (size, size)), _weight(rng, "w2", (size, 2 * size))]
+    outputs = [float_info("a", (size, size)), float_info("b", (size, 2 * size)), float_info("c", (size, size)),
+               float_info("d", (size, size))]
+    return _model(nodes, [float_info("x", (size, size))], outputs, inits)
+
+
 def with_cycle() -> onnx.ModelProto:
     nodes = [
         helper.make_node("Relu", ["x", ], ["a"], name="r0"),

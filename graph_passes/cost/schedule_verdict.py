@@ -151,4 +151,4 @@ class ScheduleJudge:
                       f"not overlap)" if t2 - t4 > max(credited, 0.0) else "")
             return Verdict(False, max(0.0, gain), f"{figures}: gain {gain:.1%} of the group's {group_ns / 1e3:.2f} us "
                                                   f"< margin {self.min_gain:.0%}{capped}", details)
-        return Verdict(True, gain, f"{figures}: saves {credited / 1e3:.2f} us ({gain:.1%} of the group)", details)
+        return Verdict(True, gain, f"{figures}: saves {credited / 1e3:.2f} us ({gain:.1%} of the group)", details, credited)

@@ -177,7 +177,7 @@ class CostScorer:
             return Verdict(False, gain, reason, details)
         return Verdict(True, gain, (
             f"overlap: {base.t4_fused_concurrent / 1e3:.1f} us vs best existing {base.t2_best_existing / 1e3:.1f} us "
-            f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details)
+            f"(gain {gain:.1%}; entry merge {base.entry_merge_gain:.1%}, overlap {base.overlap_gain:.1%})"), details, base.saved_ns)
 
     def _why_not(self, costs: list[TaskCost], alone: list[float]) -> str:
         if vtcm_ordered(costs, self.target):

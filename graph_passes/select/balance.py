@@ -25,6 +25,7 @@ class Verdict:
     gain: float  # predicted fraction of serial time saved
     reason: str  # why accepted or rejected, for reports
     details: dict[str, float]  # named predictions (durations in ns, baselines) for reports
+    saved_ns: float = 0.0  # predicted time saved against the best existing execution: what the selection maximizes
 
 
 class Scorer(Protocol):
@@ -53,4 +54,4 @@ class BalanceScorer:
         details = {f"{task.id}.{task.engine}_ns": round(ns, 3) for task, ns in zip(op.tasks, durations)}
         if gain < self.min_gain:
             return Verdict(False, gain, f"unbalanced: predicted gain {gain:.3f} < margin {self.min_gain}", details)
-        return Verdict(True, gain, f"balanced: predicted gain {gain:.3f}", details)
+        return Verdict(True, gain, f"balanced: predicted gain {gain:.3f}", details, total - max(durations))

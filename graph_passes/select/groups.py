@@ -1,16 +1,18 @@
-"""Choose which candidate groups to fuse: the best-scoring disjoint pairs, extended to triples, kept
-only while the whole graph stays acyclic.
+"""Choose which candidate groups to fuse: disjoint pairs that save the most predicted time together,
+extended to triples, kept only while the whole graph stays acyclic.
 
-    candidates ──score──> accepted pairs ──greedy by gain──> disjoint pairs ──+third engine──> groups
-                                                                  └── drop worst group on a cycle ──┘
+    candidates ──score──> accepted pairs ──greedy, in 3 orders──> disjoint groups (the largest total saving)
+                                              └─ each: a pair, or a triple where a third engine adds to its
+                                                 saving, unless it would close a cycle
 
 Contracting two groups that are each convex can still close a cycle between them (a in G1 feeds b
 in G2 while c in G2 feeds d in G1), so the quotient graph is checked once all groups are chosen and
-the lowest-gain group of any cycle is dropped until none is left.
+the group saving least on any cycle is dropped until none is left.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -92,7 +94,7 @@ def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, grou
             continue
         tasks = tuple(sorted((first, second, third), key=lambda t: t.lo))
         verdict = score(tasks)
-        if verdict.accepted and verdict.gain > best.verdict.gain:
+        if verdict.accepted and verdict.saved_ns > best.verdict.saved_ns:
             best = Group(tasks, verdict)
     return best
 
@@ -162,7 +164,7 @@ def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dic
     keys = analysis.structures.groups([group.tasks for group in chosen])
     best: dict[int, tuple[float, int]] = {}
     for key, group in zip(keys, chosen):
-        best[key] = min(best.get(key, (0.0, group.tasks[0].lo)), (-group.verdict.gain, group.tasks[0].lo))
+        best[key] = min(best.get(key, (0.0, group.tasks[0].lo)), (-group.verdict.saved_ns, group.tasks[0].lo))
     kept = set(sorted(best, key=best.__getitem__)[:MAX_FUSED_OPS])
     for key, group in zip(keys, chosen):
         if key not in kept:
@@ -171,34 +173,38 @@ def _within_function_limit(analysis: Analysis, chosen: list[Group], reasons: dic
     return [group for key, group in zip(keys, chosen) if key in kept]
 
 
-def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
-    reasons = dict(candidates.reasons)
-    score = _Scores(analysis, scorer)
-    scored: list[tuple] = []
-    tasks_by_id, level_range = analysis.tasks, analysis.level_range
-    firsts = [tasks_by_id[pair.first] for pair in candidates.pairs]
-    seconds = [tasks_by_id[pair.second] for pair in candidates.pairs]
-    rejections: dict[int, str] = {}  # id(verdict) -> the reason it words (equal structures share a verdict)
-    for first, second, verdict in zip(firsts, seconds, score.pairs(firsts, seconds)):
-        if verdict.accepted:
-            # Pairs that become ready together first: groups on one ASAP level can never close a cycle
-            # (every quotient edge then goes up a level), while pairing early with late work across two
-            # branches ({a1, b2} and {a2, b1}) does. Within a level gap, the best predicted gain first.
-            (low_a, high_a), (low_b, high_b) = level_range(first), level_range(second)
-            gap = max(0, max(low_a, low_b) - min(high_a, high_b))
-            scored.append((gap, -verdict.gain, first.units[0], second.units[0], Group((first, second), verdict)))
-        else:
-            reason = rejections.get(id(verdict))
-            if reason is None:
-                reason = rejections[id(verdict)] = f"best partner rejected by {scorer.name} scorer: {verdict.reason}"
-            reasons.setdefault(first.id, reason)
-            reasons.setdefault(second.id, reason)
-    scored.sort()  # (first.lo, second.lo) is unique per pair: the groups themselves are never compared
+class _Ranked(NamedTuple):
+    gap: int  # ASAP levels between the two tasks (0: they can become ready together)
+    group: Group
+
+    def positions(self) -> tuple[int, int]:  # unique per pair: groups themselves are never compared
+        first, second = self.group.tasks
+        return first.units[0], second.units[0]
+
+
+# Greedy orders tried, the largest total saving kept, since each alone misses groups another finds:
+# - level gap first: pairs that become ready together never close a cycle (every quotient edge then goes
+#   up a level), while pairing early with late work across two branches ({a1, b2} and {a2, b1}) does;
+#   but a weak same-level pair then takes a task before a strong pair across levels;
+# - predicted gain first: the groups that pay most for their own time;
+# - saved time first: the largest savings, though one large pair can take the tasks of two that save
+#   more together (a greedy matching's known failure, which the gain order then catches).
+ORDERS = (
+    lambda r: (r.gap, -r.group.verdict.gain, *r.positions()),
+    lambda r: (-r.group.verdict.gain, r.gap, *r.positions()),
+    lambda r: (-r.group.verdict.saved_ns, r.gap, *r.positions()),
+)
+
+
+def _greedy(analysis: Analysis, score: _Scores, candidates: Candidates, ranked: list[_Ranked],
+            reasons: dict[int, str]) -> list[Group]:
+    """Disjoint groups in the order of ``ranked``, each extended to a triple where that saves more,
+    skipping any that would close a cycle (``reasons`` gets why)."""
     used: set[int] = set()
     chosen: list[Group] = []
     contraction = Contraction(analysis.units.successors, analysis.units.predecessors)
-    for entry in scored:
-        pair = entry[4]
+    for entry in ranked:
+        pair = entry.group
         first, second = pair.tasks
         if first.id in used or second.id in used:
             continue
@@ -220,11 +226,56 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
     # The contraction kept the graph acyclic; check the whole quotient once more, independently.
     while cycles := _cycles(analysis, chosen):
         # Drop the weakest group of every cycle at once; repeat, since a drop can leave a longer cycle.
-        dropped = {min(cycle, key=lambda g: (chosen[g].verdict.gain, -chosen[g].tasks[0].lo)) for cycle in cycles}
+        dropped = {min(cycle, key=lambda g: (chosen[g].verdict.saved_ns, -chosen[g].tasks[0].lo)) for cycle in cycles}
         for g in dropped:
             for task in chosen[g].tasks:
                 reasons[task.id] = "its group would close a cycle with another fused group"
         chosen = [group for g, group in enumerate(chosen) if g not in dropped]
+    return chosen
+
+
+def _triples_possible(analysis: Analysis, candidates: Candidates, accepted: list[_Ranked]) -> bool:
+    """Whether a pair has a partner of both its tasks on a third engine (what _best_third looks for)."""
+    partners, tasks = candidates.partners, analysis.tasks
+    for entry in accepted:
+        first, second = entry.group.tasks
+        engines = {first.engine, second.engine}
+        shared = set(partners[first.id]).intersection(partners[second.id])
+        if any(tasks[t].engine not in engines for t in shared):
+            return True
+    return False
+
+
+def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
+    reasons = dict(candidates.reasons)
+    score = _Scores(analysis, scorer)
+    accepted: list[_Ranked] = []
+    tasks_by_id, level_range = analysis.tasks, analysis.level_range
+    firsts = [tasks_by_id[pair.first] for pair in candidates.pairs]
+    seconds = [tasks_by_id[pair.second] for pair in candidates.pairs]
+    rejections: dict[int, str] = {}  # id(verdict) -> the reason it words (equal structures share a verdict)
+    for first, second, verdict in zip(firsts, seconds, score.pairs(firsts, seconds)):
+        if verdict.accepted:
+            (low_a, high_a), (low_b, high_b) = level_range(first), level_range(second)
+            gap = max(0, max(low_a, low_b) - min(high_a, high_b))
+            accepted.append(_Ranked(gap, Group((first, second), verdict)))
+        else:
+            reason = rejections.get(id(verdict))
+            if reason is None:
+                reason = rejections[id(verdict)] = f"best partner rejected by {scorer.name} scorer: {verdict.reason}"
+            reasons.setdefault(first.id, reason)
+            reasons.setdefault(second.id, reason)
+    chosen: list[Group] = []
+    best, best_total = reasons, -math.inf
+    for order in ORDERS if accepted else ():
+        why = dict(reasons)
+        groups = _greedy(analysis, score, candidates, sorted(accepted, key=order), why)
+        total = math.fsum(sorted(group.verdict.saved_ns for group in groups))  # the same groups: the same sum
+        if total > best_total:  # a tie keeps the earlier order
+            chosen, best, best_total = groups, why, total
+        if len(groups) == len(accepted) and not _triples_possible(analysis, candidates, accepted):
+            break  # every pair taken and none can grow: every order ends here
+    reasons = best
     if len(chosen) > MAX_FUSED_OPS:
         chosen = _within_function_limit(analysis, chosen, reasons)
     fused = {task.id for group in chosen for task in group.tasks}

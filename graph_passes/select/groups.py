@@ -81,16 +81,21 @@ def _units(group: Group) -> list[int]:
     return [unit for task in group.tasks for unit in task.units]
 
 
-def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
-    """``used``: tasks already in a chosen group (the pair's own tasks are never their own partners)."""
-    first, second = group.tasks
+def _thirds(analysis: Analysis, candidates: Candidates, pair: Group) -> list[Task]:
+    """Tasks on a third engine that may join the pair, by id."""
+    first, second = pair.tasks
     engines = {first.engine, second.engine}
     # Partners are proven independent, so a partner of both is independent of the whole pair.
     shared = set(candidates.partners[first.id]).intersection(candidates.partners[second.id])
+    return [analysis.tasks[t] for t in sorted(shared) if analysis.tasks[t].engine not in engines]
+
+
+def _best_third(analysis: Analysis, score: _Scores, candidates: Candidates, group: Group, used: set[int]) -> Group:
+    """``used``: tasks already in a chosen group (the pair's own tasks are never their own partners)."""
+    first, second = group.tasks
     best = group
-    for task_id in sorted(t for t in shared if t not in used):
-        third = analysis.tasks[task_id]
-        if third.engine in engines:
+    for third in _thirds(analysis, candidates, group):
+        if third.id in used:
             continue
         tasks = tuple(sorted((first, second, third), key=lambda t: t.lo))
         verdict = score(tasks)
@@ -234,18 +239,6 @@ def _greedy(analysis: Analysis, score: _Scores, candidates: Candidates, ranked: 
     return chosen
 
 
-def _triples_possible(analysis: Analysis, candidates: Candidates, accepted: list[_Ranked]) -> bool:
-    """Whether a pair has a partner of both its tasks on a third engine (what _best_third looks for)."""
-    partners, tasks = candidates.partners, analysis.tasks
-    for entry in accepted:
-        first, second = entry.group.tasks
-        engines = {first.engine, second.engine}
-        shared = set(partners[first.id]).intersection(partners[second.id])
-        if any(tasks[t].engine not in engines for t in shared):
-            return True
-    return False
-
-
 def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) -> Selection:
     reasons = dict(candidates.reasons)
     score = _Scores(analysis, scorer)
@@ -273,7 +266,7 @@ def select_groups(analysis: Analysis, candidates: Candidates, scorer: Scorer) ->
         total = math.fsum(sorted(group.verdict.saved_ns for group in groups))  # the same groups: the same sum
         if total > best_total:  # a tie keeps the earlier order
             chosen, best, best_total = groups, why, total
-        if len(groups) == len(accepted) and not _triples_possible(analysis, candidates, accepted):
+        if len(groups) == len(accepted) and not any(_thirds(analysis, candidates, r.group) for r in accepted):
             break  # every pair taken and none can grow: every order ends here
     reasons = best
     if len(chosen) > MAX_FUSED_OPS:

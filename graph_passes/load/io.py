@@ -103,9 +103,9 @@ def _folders_to_make(folder: Path) -> list[Path]:
     """``folder`` and its missing parents, innermost first; refuse a path through a file."""
     missing = []
     for path in (folder, *folder.parents):
-        if path.is_dir():
-            return missing
-        if path.exists():
+        if path.exists():  # one look, then is_dir: a folder another run makes meanwhile is not "a file"
+            if path.is_dir():
+                return missing
             raise HexfuseError(f"output directory {folder}: {path} is not a directory")
         missing.append(path)
     return missing
@@ -120,7 +120,12 @@ def folders_made(paths: Iterable[Path]) -> Iterator[None]:
         for folder in dict.fromkeys(Path(p).parent for p in paths):
             missing = _folders_to_make(folder)
             for path in reversed(missing):
-                path.mkdir()
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    if not path.is_dir():
+                        raise
+                    continue  # another run made it in the meantime: it is not ours to remove
                 made.append(path)
     except OSError as exc:
         _remove_empty(made)

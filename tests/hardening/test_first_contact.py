@@ -109,7 +109,8 @@ def test_two_fuse_runs_onto_one_output_leave_a_model_beside_its_own_spec(tmp_pat
     out = tmp_path / "out" / "f.onnx"
     procs = [subprocess.Popen([sys.executable, "-m", "hexfuse", "fuse", src, "-o", str(out), "--allow-scalar"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT) for src in (a, b)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0], [p.stderr.read().decode() for p in procs]
     spec = json.loads(out.with_suffix(".hexfuse.json").read_text())
     import hashlib
     assert spec["model_sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()

@@ -35,6 +35,33 @@ def test_folders_made_are_removed_when_nothing_is_written(tmp_path):
     assert _tree(tmp_path) == before
 
 
+def _another_run_makes_them_first(monkeypatch):
+    """Between the look for missing folders and the mkdir, another run makes them (the race of two
+    fuse runs onto one new -o folder, seen in CI as "cannot create output directory ...: File exists")."""
+    from hexfuse.graph_passes.load import io
+    look = io._folders_to_make
+
+    def look_then_race(folder):
+        missing = look(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        return missing
+    monkeypatch.setattr(io, "_folders_to_make", look_then_race)
+
+
+def test_a_folder_another_run_made_meanwhile_is_used(tmp_path, monkeypatch):
+    _another_run_makes_them_first(monkeypatch)
+    write_files([(tmp_path / "a" / "b" / "x.bin", b"x")])
+    assert (tmp_path / "a" / "b" / "x.bin").read_bytes() == b"x"
+
+
+def test_a_failed_write_leaves_the_folders_another_run_made(tmp_path, monkeypatch):
+    _another_run_makes_them_first(monkeypatch)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(HexfuseError, match="is a directory"):
+        write_files([(tmp_path / "a" / "b" / "x.bin", b"x"), (tmp_path / "taken", b"y")])
+    assert (tmp_path / "a" / "b").is_dir()  # not ours to remove: the other run writes into it
+
+
 def test_a_path_through_a_file_is_refused_in_one_line(tmp_path):
     (tmp_path / "file").write_text("mine")
     with pytest.raises(HexfuseError, match="is not a directory"):

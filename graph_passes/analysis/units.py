@@ -13,7 +13,10 @@ Q and each folded epilogue one producer whose only use they are), so a set of wh
 whenever the unit graph says so.
 
 Units are numbered in a topological order sorted by ASAP level: nodes that become ready at the same
-time sit next to each other, which keeps independent branches inside the reachability window.
+time sit next to each other, which keeps independent branches inside the reachability window. Within
+a level they go by output name, not by file position: the same graph written in another node order
+gets the same units, partners and groups (by file position, gptj_block_qdq's predicted saving ranged
+over 18.7-25.9 us across five topological orders of its nodes).
 Everything is kept in flat lists indexed by unit position (``Unit`` objects are built on demand).
 """
 
@@ -282,6 +285,17 @@ def _sorted_rows(ptr: np.ndarray, values: np.ndarray) -> list[tuple[int, ...]]:
     return _rows(ptr, values[np.lexsort((values, owner))].tolist())
 
 
+def _name_ranks(flat: FlatGraph, nodes: np.ndarray) -> np.ndarray:
+    """Per node of ``nodes``, the rank of its output names among theirs. Output names are unique and do
+    not move with the node, so ranking by them gives the same graph the same unit positions (and so
+    the same partners and groups) in whatever order its exporter wrote the nodes."""
+    names, outputs = flat.names, flat.outputs
+    keys = ["\0".join([names[t] for t in outputs[node] if t >= 0]) for node in nodes.tolist()]
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys), dtype=np.int64)
+    return rank
+
+
 def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, folds: frozenset[str] = frozenset(),
                 label: Callable[[int], str] | None = None, htp: bool = False) -> UnitGraph:
     """Units of the model. ``supported_ops``: the backend's capability table (None = no limit);
@@ -310,7 +324,8 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
             if level[user] < next_level:
                 level[user] = next_level
     level_array = np.array(level, dtype=np.int64)
-    ranked_array = order[np.argsort(level_array[order], kind="stable")]  # by level, then by last node
+    names = _name_ranks(flat, by_core_nodes[by_core_ptr[1:] - 1])  # of each unit's last node
+    ranked_array = np.lexsort((names, level_array))  # by level, then by name
     position_array = np.empty(group_count, dtype=np.int64)
     position_array[ranked_array] = np.arange(group_count, dtype=np.int64)
     group_members, member_unit = ragged.take(by_core_ptr, by_core_nodes, ranked_array)  # units in rank order

@@ -166,6 +166,42 @@ class FusedForm:
     moved: int  # ops moved out of QNN's order (either list) to hold the group together
 
 
+def _task_ops(schedule: QnnSchedule, group: Group) -> list[list[int]]:
+    """Per task op of ``group``: the schedule's ops it takes over (a task's DMA ops stay QNN's)."""
+    ops = schedule.ops
+    return [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
+
+
+def _task_costs(costs: OpCosts, target: Target, tasks: list[list[int]],
+                port_bytes: Sequence[int]) -> list[tuple[float, float]]:
+    """Per task op: (its work: the ops' run time on one thread, one launch, no dispatches; what it adds: the
+    launch and the copies at its ports)."""
+    return [(sum(costs.run[i] - costs.overhead[i] for i in members),
+             target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte))
+            for members, port in zip(tasks, port_bytes)]
+
+
+def _join_ns(target: Target, nbytes: int) -> float:
+    """A join: an op on the main list that copies one fused output."""
+    return target.qnn_op_ns + nbytes * target.hvx_ns_per_byte
+
+
+def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> tuple[float, float] | None:
+    """The fused form's (task_ns, added_ns) as fuse_group adds them up, without building the form (overlap
+    saves at most task_ns - added_ns). None where a task op would take over no op."""
+    tasks = _task_ops(schedule, group)
+    if not all(tasks):
+        return None
+    added = target.qnn_op_ns  # the entry op, as fuse_group adds it up
+    task_ns = 0.0
+    for work, extra in _task_costs(costs, target, tasks, group.port_bytes):
+        task_ns += work
+        added += extra
+    for nbytes in group.output_bytes or (0,):
+        added += _join_ns(target, nbytes)
+    return task_ns, added
+
+
 def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group,
                base: tuple[Graph, Replay] | None = None) -> FusedForm | None:
     """The graph with ``group`` fused as the HTP package expands it; None when the schedule has no
@@ -177,7 +213,7 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     base_graph, before = base
     ops = schedule.ops
     matrix = [i for i in schedule.main if ops[i].node in group.matrix_nodes and ops[i].resource == "hmx"]
-    tasks = [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
+    tasks = _task_ops(schedule, group)
     if not matrix or not all(tasks):
         return None
     removed = {i for task in tasks for i in task}
@@ -201,16 +237,13 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
         rank[len(lanes) - 1] = position
         return len(lanes) - 1
 
-    main_copy_ns = lambda nbytes: target.qnn_op_ns + nbytes * target.hvx_ns_per_byte  # noqa: E731
     outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
     first_matrix = rank[matrix[0]]
     entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix),
                 (first_matrix[0], first_matrix[1] - 1), "the entry op")
     added = target.qnn_op_ns
     task_ops, task_ns = [], 0.0
-    for members, port in zip(tasks, group.port_bytes):
-        work = sum(costs.run[i] - costs.overhead[i] for i in members)  # one thread, one launch, no dispatches
-        extra = target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte)  # launch + port copies
+    for members, (work, extra) in zip(tasks, _task_costs(costs, target, tasks, group.port_bytes)):
         first = min(rank[i] for i in members)
         # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): it starts after it
         task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first[0], first[1] - 1), "the task op"))
@@ -220,9 +253,9 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     last = max(matrix_all, key=lambda i: before.ends[i])
     joins = []
     for k, nbytes in enumerate(group.output_bytes or (0,)):
-        joins.append(add("main", main_copy_ns(nbytes), {*matrix_all, *task_ops},
+        joins.append(add("main", _join_ns(target, nbytes), {*matrix_all, *task_ops},
                          (before.ends[last], rank[last][1] + k + 1), "a join"))
-        added += main_copy_ns(nbytes)
+        added += _join_ns(target, nbytes)
     for i in range(len(preds)):  # readers of the group wait for its joins
         if i not in inside and i not in joins and preds[i] & inside:
             preds[i] = (preds[i] - inside) | set(joins)

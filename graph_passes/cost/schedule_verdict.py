@@ -34,6 +34,7 @@ from hexfuse.graph_passes.cost.replay import (
     Replay,
     Unholdable,
     fuse_group,
+    fused_costs,
     graph_of,
     op_costs,
     replay,
@@ -127,6 +128,11 @@ class ScheduleJudge:
             return Verdict(False, work / group_ns if group_ns else 0.0, (
                 f"too little to hide: in QNN's schedule the vector work ({work / 1e3:.2f} us) is below the margin "
                 f"{self.min_gain:.0%} of the group's {group_ns / 1e3:.2f} us, even if overlap hid all of it"), details)
+        bound = fused_costs(self.schedule, self.costs, self.target, group)
+        if bound is not None and bound[0] <= bound[1]:  # the credit below is at most their difference: no replay
+            return Verdict(False, 0.0, (
+                f"too little to hide: in QNN's schedule the task work ({bound[0] / 1e3:.2f} us) does not cover what "
+                f"holding the group together adds ({bound[1] / 1e3:.2f} us: entry, launches, port copies, joins)"), details)
         try:
             fused = fuse_group(self.schedule, self.costs, self.target, group, (self.base, self.original))
         except Unholdable as chain:

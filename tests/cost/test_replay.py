@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hexfuse.cli import main
-from hexfuse.graph_passes.cost.replay import Group, OpCosts, Unholdable, fuse_group, graph_of, op_costs, replay
+from hexfuse.graph_passes.cost.replay import (Group, OpCosts, Unholdable, fuse_group, fused_costs, graph_of, op_costs,
+                                               replay)
 from hexfuse.graph_passes.cost.target import load_target
 from hexfuse.graph_passes.engines.engine_map import engine_map_from_json, load_engine_map
 from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
@@ -127,6 +128,8 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
     original = replay(graph_of(schedule, costs, gating=False), TARGET.hvx_contexts).latency_ns
     fused = fuse_group(schedule, costs, TARGET, group)
     assert fused is not None and fused.task_ns == pytest.approx(costs.run[3] - costs.overhead[3])
+    assert fused_costs(schedule, costs, TARGET, group) == (fused.task_ns, fused.added_ns)
+    assert fused.task_ns > fused.added_ns  # the judge replays this one
     # one entry, two joins (one per fused output), the task op's launch and its port copy
     assert fused.added_ns == pytest.approx(3 * TARGET.qnn_op_ns + 2 * 1024 * TARGET.hvx_ns_per_byte
                                            + 2 * TARGET.qnn_hvx_op_ns + 1024 * TARGET.hvx_ns_per_byte)
@@ -229,3 +232,36 @@ def test_the_figures_docs_schedule_quotes_are_what_the_tools_print(capsys) -> No
         row = (f"| {path.name.split('.')[0]} | {counts['ops']} | {counts['hmx']} | {counts['vec']} | {counts['hvx_beside_hmx']} "
                f"| {counts['copies']} | {counts['syncs']} |")
         assert row in doc, row
+
+
+@pytest.mark.parametrize("name", ["gptj_block_qdq", "llama_prefill_decode_qdq"])
+def test_the_bound_that_skips_a_replay_is_the_fused_forms_own(name: str) -> None:
+    """ScheduleJudge skips the replay where fused_costs says the task work cannot cover what the fused form
+    adds (its credit is at most task_ns - added_ns). On every independent pair of the bundled LMs, those
+    are exactly the fused form's figures, so a skipped pair is one the replay would have rejected."""
+    from hexfuse import analyze_model
+    from hexfuse.graph_passes.analysis.candidates import find_candidates
+    from hexfuse.graph_passes.cost.cli import scorer_for
+    from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
+    from hexfuse.graph_passes.spec.builder import fused_op_spec
+
+    path = ROOT / "models" / f"{name}.onnx"
+    scorer = scorer_for("sm8650", 0.0, model=path)
+    analysis = analyze_model(path, scorer).analysis
+    judge = ScheduleJudge(scorer.engines.schedule, scorer.target, 0.0)
+    compared = skipped = 0
+    for pair in find_candidates(analysis).pairs:
+        group = group_of(fused_op_spec(analysis, (analysis.tasks[pair.first], analysis.tasks[pair.second])))
+        if not group.matrix_nodes:
+            continue
+        bound = fused_costs(judge.schedule, judge.costs, judge.target, group)
+        try:
+            fused = fuse_group(judge.schedule, judge.costs, judge.target, group, (judge.base, judge.original))
+        except Unholdable:
+            continue
+        if fused is None:
+            continue
+        assert bound == (fused.task_ns, fused.added_ns)
+        compared += 1
+        skipped += bound[0] <= bound[1]
+    assert compared > 10 and skipped > 0  # (on these models every pair: its task work is below a microsecond)

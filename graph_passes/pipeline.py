@@ -24,7 +24,7 @@ from pathlib import Path
 
 import onnx
 
-from hexfuse.graph_passes.analysis.candidates import REPLAYED_PARTNERS, find_candidates
+from hexfuse.graph_passes.analysis.candidates import find_candidates
 from hexfuse.graph_passes.analysis.facts import Analysis
 from hexfuse.graph_passes.analysis.sources import Sources
 from hexfuse.graph_passes.backend import Backend
@@ -183,8 +183,7 @@ def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> Analy
     if already:
         selection = Selection((), {task.id: "model is already fused by hexfuse" for task in analysis.tasks if task.fusable})
     else:
-        replayed = getattr(scorer, "per_instance", False)  # every pair replayed: fewer partners per task
-        selection = select_groups(analysis, find_candidates(analysis, REPLAYED_PARTNERS if replayed else None), scorer)
+        selection = select_groups(analysis, find_candidates(analysis), scorer)
     timings["select"] = time.process_time() - mark
     mark = time.process_time()
     fused_ops, fused_nodes = name_groups(analysis, selection, Sources(prepared, analysis))

@@ -191,7 +191,7 @@ def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | N
     """(summary.schedule of the analyze JSON, groups fused with the schedule, every independent pair the
     pass finds (candidates.py) with the estimated model's verdict and the schedule replay's). ``extra``:
     analysis -> more task pairs to judge the same way (pairs the pass's partner search does not propose)."""
-    from hexfuse.graph_passes.analysis.candidates import REPLAYED_PARTNERS, find_candidates
+    from hexfuse.graph_passes.analysis.candidates import find_candidates
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
     from hexfuse.graph_passes.report.outputs import analysis_report
     from hexfuse.graph_passes.spec.builder import fused_op_spec
@@ -209,7 +209,7 @@ def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | N
     estimated, estimator = _analyze(path, target, False, min_gain, engines)
     analysis = estimated.analysis
     chosen = {tuple(t.id for t in g.tasks) for g in estimated.selection.groups}
-    pairs = [(analysis.tasks[p.first], analysis.tasks[p.second]) for p in find_candidates(analysis, REPLAYED_PARTNERS).pairs]
+    pairs = [(analysis.tasks[p.first], analysis.tasks[p.second]) for p in find_candidates(analysis).pairs]
     groups = [g.tasks for g in estimated.selection.groups if len(g.tasks) > 2] + pairs
     known = {tuple(t.id for t in tasks) for tasks in groups}
     added = [tuple(tasks) for tasks in (extra(analysis) if extra else []) if tuple(t.id for t in tasks) not in known]

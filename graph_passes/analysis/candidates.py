@@ -28,12 +28,6 @@ from hexfuse.graph_passes.engines.classify import Engine
 _units = attrgetter("units")
 
 PARTNER_WINDOW = 64  # unit positions after a task's first unit searched for partners
-# Partners kept per task where the scorer replays QNN's schedule for every pair (milliseconds each);
-# other scorers score each distinct structure once and take every independent partner in the window.
-# (A cap takes the first partners in position order: with 4, llama_prefill_decode_qdq's estimates
-# saved 91 us where the whole window saves 145, and a level of tasks named by op type left its last
-# vector task without a partner.)
-REPLAYED_PARTNERS = 4
 
 
 class Pair(NamedTuple):  # (a tuple: made once per candidate pair, ten thousands of them in an LM)
@@ -112,9 +106,11 @@ _WINDOW_MASK = (1 << PARTNER_WINDOW) - 1
 assert PARTNER_WINDOW <= 64  # a window is one 64-bit word (_Starts.after_each)
 
 
-def find_candidates(analysis: Analysis, max_partners: int | None = None) -> Candidates:
-    """Independent pairs of tasks of different engines that become ready near each other (each task's
-    search stops at ``max_partners``; None: every one in the window).
+def find_candidates(analysis: Analysis) -> Candidates:
+    """Independent pairs of tasks of different engines that become ready near each other: every one in
+    the partner window. (It kept 4 per task, the first in position order: on llama_prefill_decode_qdq the
+    estimates then saved 91 us where the whole window saves 145, and the replay of QNN's schedule missed
+    pairs that pay, e.g. Qwen2.5-1.5B decode 2048's best overlap credit 17.9 us where the window has 39.8.)
 
     Per task, two bitsets relative to its first unit lo: the units it reaches (bit i: unit lo + 1 + i,
     exact within the reachability window) and its own units (bit j: unit lo + j). The tasks of another
@@ -145,11 +141,10 @@ def find_candidates(analysis: Analysis, max_partners: int | None = None) -> Cand
     # Hazards imply a path on a well-formed graph (hazards.py), so the search first assumes none and
     # checks every accepted pair at once; where one has a hazard, it searches again pair by pair.
     his = [task.units[-1] for task in fusable]
-    cap = max_partners or len(fusable)
-    found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns, cap, None)
+    found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns, None)
     if any_hazard(analysis.flat, analysis.buffer_map, analysis.task_node_arrays(fusable), found):
         buffers, names = analysis.buffers, analysis.flat.names
-        found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns, cap,
+        found, partners = _search(analysis.reach.window, firsts, his, windows, at, reaches, owns,
                                   lambda i, j: hazard(buffers(fusable[i]), buffers(fusable[j]), names) is not None)
     for task, own in zip(fusable, partners):
         if not own:
@@ -160,20 +155,17 @@ def find_candidates(analysis: Analysis, max_partners: int | None = None) -> Cand
 
 
 def _search(window: int, firsts: list[int], his: list[int], windows: list[int], at: dict[int, int],
-            reaches: list[int], owns: list[int], cap: int, conflict) -> tuple[list[tuple[int, int]], list[list[int]]]:
+            reaches: list[int], owns: list[int], conflict) -> tuple[list[tuple[int, int]], list[list[int]]]:
     """Pairs in the partner window (find_candidates), refusing those ``conflict(i, j)`` says (None: none).
     Tasks are positions in the fusable list; per position: ``firsts`` and ``his`` its first and last unit,
     ``windows`` the positions in its window worth a look (bit k: position lo + 1 + k). Returns the pairs
-    (i, j) and per position its partners' positions; ``window``: the reachability window; ``cap``: the
-    partners at which a task's search stops."""
+    (i, j) and per position its partners' positions; ``window``: the reachability window."""
     found: list[tuple[int, int]] = []
     partners: list[list[int]] = [[] for _ in firsts]
     for i, candidates in enumerate(windows):
         if not candidates:
             continue
         own = partners[i]
-        if len(own) >= cap:
-            continue
         a_lo, a_hi, a_reach, a_own = firsts[i], his[i], reaches[i], owns[i]
         while candidates:
             low = candidates & -candidates
@@ -189,8 +181,6 @@ def _search(window: int, firsts: list[int], his: list[int], windows: list[int], 
             found.append((i, j))
             own.append(j)
             partners[j].append(i)
-            if len(own) >= cap:
-                break
     return found, partners
 
 

@@ -187,19 +187,28 @@ def _join_ns(target: Target, nbytes: int) -> float:
 
 
 def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> tuple[float, float] | None:
-    """The fused form's (task_ns, added_ns) as fuse_group adds them up, without building the form (overlap
+    """The fused form's (task_ns, added_ns) as fuse_group prices it, without building the form (overlap
     saves at most task_ns - added_ns). None where a task op would take over no op."""
     tasks = _task_ops(schedule, group)
     if not all(tasks):
         return None
-    added = target.qnn_op_ns  # the entry op, as fuse_group adds it up
+    _, task_ns, added_ns = _priced(costs, target, tasks, group)
+    return task_ns, added_ns
+
+
+def _priced(costs: OpCosts, target: Target, tasks: list[list[int]],
+            group: Group) -> tuple[list[tuple[float, float]], float, float]:
+    """(per task op: its work and what it adds; the work in all; what the fused form adds in all: the
+    entry op, each task op's launch and port copies, a join per output)."""
+    per_task = _task_costs(costs, target, tasks, group.port_bytes)
+    added = target.qnn_op_ns
     task_ns = 0.0
-    for work, extra in _task_costs(costs, target, tasks, group.port_bytes):
+    for work, extra in per_task:
         task_ns += work
         added += extra
     for nbytes in group.output_bytes or (0,):
         added += _join_ns(target, nbytes)
-    return task_ns, added
+    return per_task, task_ns, added
 
 
 def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group,
@@ -241,21 +250,18 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     first_matrix = rank[matrix[0]]
     entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix),
                 (first_matrix[0], first_matrix[1] - 1), "the entry op")
-    added = target.qnn_op_ns
-    task_ops, task_ns = [], 0.0
-    for members, (work, extra) in zip(tasks, _task_costs(costs, target, tasks, group.port_bytes)):
+    per_task, task_ns, added = _priced(costs, target, tasks, group)
+    task_ops = []
+    for members, (work, extra) in zip(tasks, per_task):
         first = min(rank[i] for i in members)
         # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): it starts after it
         task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first[0], first[1] - 1), "the task op"))
-        task_ns += work
-        added += extra
     preds[matrix[0]] |= {entry}
     last = max(matrix_all, key=lambda i: before.ends[i])
     joins = []
     for k, nbytes in enumerate(group.output_bytes or (0,)):
         joins.append(add("main", _join_ns(target, nbytes), {*matrix_all, *task_ops},
                          (before.ends[last], rank[last][1] + k + 1), "a join"))
-        added += _join_ns(target, nbytes)
     for i in range(len(preds)):  # readers of the group wait for its joins
         if i not in inside and i not in joins and preds[i] & inside:
             preds[i] = (preds[i] - inside) | set(joins)

@@ -5,44 +5,28 @@ orders of its nodes."""
 
 from __future__ import annotations
 
-import heapq
 import random
 
 import onnx
 import pytest
 
+from hexfuse.graph_passes.load.toposort import topological_order_of
 from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests import builders
 from tests.passes import analyze_model
 
 
 def _another_topological_order(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
-    """The model with its nodes in a seeded random topological order (Kahn's, random priorities)."""
+    """The model with its nodes in a seeded random topological order: shuffled, then sorted again
+    (topological_order_of breaks ties by index, so the shuffle decides them)."""
     nodes = list(model.graph.node)
-    producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
-    users: list[list[int]] = [[] for _ in nodes]
-    waiting = [0] * len(nodes)
-    for i, node in enumerate(nodes):
-        for j in {producer[name] for name in node.input if name in producer}:
-            users[j].append(i)
-            waiting[i] += 1
-    rng = random.Random(seed)
-    priority = [rng.random() for _ in nodes]
-    ready = [(priority[i], i) for i in range(len(nodes)) if not waiting[i]]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        _, i = heapq.heappop(ready)
-        order.append(i)
-        for user in users[i]:
-            waiting[user] -= 1
-            if not waiting[user]:
-                heapq.heappush(ready, (priority[user], user))
+    random.Random(seed).shuffle(nodes)
+    order = topological_order_of([n.input for n in nodes], [n.output for n in nodes])
     shuffled = onnx.ModelProto()
     shuffled.CopyFrom(model)
     del shuffled.graph.node[:]
     shuffled.graph.node.extend(nodes[i] for i in order)
-    assert [n.name for n in shuffled.graph.node] != [n.name for n in nodes]  # the test needs another order
+    assert [n.name for n in shuffled.graph.node] != [n.name for n in model.graph.node]  # the test needs another order
     return shuffled
 
 

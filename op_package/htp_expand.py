@@ -16,7 +16,8 @@ Entry and exit (both modes): left alone, QNN pulls the parts apart (a task op la
 matrix partner is done, or joined by an early reader before the partner starts: issue 19). Two
 main-thread pass-through ops hold them together, as the fused node's single entry and exit:
 
-    QNN_MatMul(HexFuse_k__enter(in_0, in_2), ...)      the matrix work starts once every task input exists
+    QNN_MatMul(HexFuse_k__enter(in_0, in_2), ...)      the matrix work starts once every input of the node
+                                                       exists (the entry waits on all of them)
     HexFuse_k__join(HexFuse_k__t1_e(in_2, <enter>), <out_0>)
                                                        readers of a task output wait for every other part
 
@@ -107,12 +108,16 @@ def task_ops(op: FusedOp) -> tuple[TaskOp, ...]:
 
 def _entry(op: FusedOp, matrix: list[TaskSpec], expanded: tuple[TaskOp, ...]) -> tuple[dict[str, str], OrderOp | None]:
     """The first matrix task reads its first non-constant input through the entry op, which also waits
-    on every non-constant input of the task ops: QNN cannot start the matrix work before a task op
-    can start. (None where there is nothing to order.)"""
+    on every other non-constant input of the fused op's parts (the task ops', then the matrix tasks'
+    own): QNN cannot start the matrix work before a task op can start, nor a task op (which reads the
+    entry) before the matrix work could. Without the matrix tasks' other inputs, a task op ran alone
+    while the matrix work waited for its second operand (llama's attention MatMuls: the V expand,
+    docs/htp.md). (None where there is nothing to order.)"""
     index = {t.name: i for i, t in enumerate(op.inputs)}
     carrier = next((index[n] for task in matrix[:1] for n in task.inputs if not op.inputs[index[n]].static), None)
-    waits = [i for i in dict.fromkeys(i for t in expanded if t.outputs for i in t.inputs)
-             if i != carrier and not op.inputs[i].static]
+    task_inputs = (i for t in expanded if t.outputs for i in t.inputs)
+    matrix_inputs = (index[n] for task in matrix for n in task.inputs if n in index)
+    waits = [i for i in dict.fromkeys([*task_inputs, *matrix_inputs]) if i != carrier and not op.inputs[i].static]
     if carrier is None or not waits:
         return {}, None
     entry = OrderOp(f"{op.op_type}__enter", 1 + len(waits))

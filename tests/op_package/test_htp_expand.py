@@ -198,3 +198,24 @@ def test_task_ops_take_codes_ports_handed_over_as_plain_float(case_for) -> None:
                 assert values.dtype == np.float32 and wire is not None
                 expected = (codes.astype(np.float32) - np.float32(wire.zero_point[0])) * np.float32(wire.scale[0])
                 assert np.array_equal(values, expected), (task_op.symbol, op.outputs[j].name)
+
+
+def test_the_entry_waits_on_the_matrix_works_second_operand() -> None:
+    """Where the matrix task multiplies two activations (llama's attention: probabilities x the expanded
+    V), the entry waits on the second one too: else the task op, which reads the entry, ran alone while
+    the matrix work waited for V (HexFuse_16 in the simulator, docs/htp.md)."""
+    scorer = scorer_for("sm8650", 0.0, model=ROOT / "models" / "llama_prefill_decode_qdq.onnx", use_schedule=False)
+    result = fuse_model(ROOT / "models" / "llama_prefill_decode_qdq.onnx", scorer)
+    checked = 0
+    for op in result.spec.fused_ops:
+        index = {t.name: i for i, t in enumerate(op.inputs)}
+        operands = [index[n] for t in op.tasks if t.engine == "matrix" for n in t.inputs if not op.inputs[index[n]].static]
+        if len(operands) < 2:
+            continue
+        expansion = expand_fused_op(op)
+        for rule in (r.replacement for r in expansion.rules):
+            call = rule[rule.index(f'Op("{op.op_type}__enter", '):]
+            waited = call[:call.index(")")]
+            assert all(f'"in_{i}"' in waited for i in operands), (op.op_type, waited)
+        checked += 1
+    assert checked >= 2

@@ -16,11 +16,13 @@ The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held 
 exit ordering ops, as measured in the simulator (DESIGN.md section 5):
 
     preds(V) ∪ preds(M) ──> E ──> M0 .. Mk ──> J_out ──> every reader of a group output
-    preds(V) ─────────────> T (one HVX op: V's work + one launch + a copy per port) ──> J_out
+    preds(V), E ──────────> T (one HVX op: V's work + one launch + a copy per port) ──> J_out
 
-V's QNN ops become one task op T on one HVX thread; E and the joins are main-thread copies; readers of the
-group's outputs wait for the joins. Where QNN's order has a reader before the matrix ops or the matrix ops
-before a task input's producer, the ops that must move are moved (with what depends on them), keeping
+V's QNN ops become one task op T on one HVX thread, issued right after E; E and the joins are main-thread
+copies; readers of the group's outputs wait for the joins. preds(M) are those of every op of the matrix
+nodes (a second operand reaches the HMX ops through QNN's conversions); the joins wait on the HMX ops and
+what follows them, not on weight moves. Where QNN's order has a reader before the matrix ops or the matrix
+ops before a task input's producer, the ops that must move are moved (with what depends on them), keeping
 every other op in QNN's order. Both graphs are replayed by the same scheduler, so their ratio is the
 fusion's effect, not a scheduler's.
 """
@@ -248,23 +250,33 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
 
     outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
     first_matrix = rank[matrix[0]]
-    entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix),
+    # the entry waits on every input of the node: the task ops' and all of the matrix work's (its helpers'
+    # too: a second operand reaches the HMX ops through QNN's layout and weight conversions)
+    entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix_all),
                 (first_matrix[0], first_matrix[1] - 1), "the entry op")
     per_task, task_ns, added = _priced(costs, target, tasks, group)
     task_ops = []
     for members, (work, extra) in zip(tasks, per_task):
-        first = min(rank[i] for i in members)
-        # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): it starts after it
-        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first[0], first[1] - 1), "the task op"))
+        # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): QNN issues it right
+        # after it (in the simulator its gate is the entry's own @Sync)
+        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first_matrix[0], first_matrix[1] - 0.5),
+                            "the task op"))
     preds[matrix[0]] |= {entry}
-    last = max(matrix_all, key=lambda i: before.ends[i])
+    # The joins wait on the results: the HMX ops and what QNN does with their outputs (layout copies), not
+    # on what the matrix work reads (weight and bias moves, operand conversions: QNN moves the weights of
+    # several nodes in one op, attributed to one of them) nor on the node's empty run-list entries (placed
+    # anywhere, up to hundreds of us later). Readers of results wait for the joins; a reader of the moved
+    # weights is no reader of the group (else a cycle through the join; the simulator holds such groups).
+    made = _made(matrix, matrix_all, preds)
+    last = max(made, key=lambda i: before.ends[i])
     joins = []
     for k, nbytes in enumerate(group.output_bytes or (0,)):
-        joins.append(add("main", _join_ns(target, nbytes), {*matrix_all, *task_ops},
+        joins.append(add("main", _join_ns(target, nbytes), {*made, *task_ops},
                          (before.ends[last], rank[last][1] + k + 1), "a join"))
-    for i in range(len(preds)):  # readers of the group wait for its joins
-        if i not in inside and i not in joins and preds[i] & inside:
-            preds[i] = (preds[i] - inside) | set(joins)
+    results = made | removed
+    for i in range(len(preds)):
+        if i not in inside and i not in joins and preds[i] & results:
+            preds[i] = (preds[i] - results) | set(joins)
     order, moved = _stable_order([i for i in range(len(lanes)) if i not in removed], preds, rank, labels)
     main = [i for i in order if lanes[i] == "main"]
     vec = [i for i in order if lanes[i] == "vec"]
@@ -272,6 +284,20 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     graph = Graph(tuple(lanes), tuple(run), tuple(transfer), tuple(tuple(sorted(p - removed)) for p in preds),
                   tuple(main), tuple(vec), tuple(dma_start))
     return FusedForm(graph, task_ns, added, moved)
+
+
+def _made(sources: Sequence[int], members: set[int], preds: Sequence[set[int]]) -> set[int]:
+    """``sources`` and the ``members`` that wait on one of them, directly or through other members."""
+    found = set(sources)
+    rest = sorted(members - found)
+    grown = True
+    while grown:
+        grown = False
+        for i in rest:
+            if i not in found and preds[i] & found:
+                found.add(i)
+                grown = True
+    return found
 
 
 def _stable_order(members: Sequence[int], preds: Sequence[set[int]], rank: dict[int, tuple[float, int]],

@@ -141,6 +141,74 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
     assert after.starts[reader] >= max(after.ends[i] for i in range(4, len(after.ends)) if fused.graph.lanes[i] == "main")
 
 
+def test_the_entry_waits_for_the_matrix_works_second_operand() -> None:
+    """The matrix op M multiplies P's output by S's, which reaches M through a layout helper H of M's own
+    node (QNN's weight conversions of a dynamic operand): the entry, and so the task op, waits for S,
+    as the expansion's entry does (op_package/htp_expand.py), not only for what M reads directly."""
+    schedule = QnnSchedule((
+        op("main", "Producer", "main", "p", done=1),
+        op("main", "Second", "main", "s", done=2),
+        op("vec", "ForceFormat_Crouton", "hvx", "m", gate=2, done=3, after=(1,)),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", gate=3, done=4, after=(0, 2), macs=64 * 10**6),
+        op("vec", "Softmax", "hvx", "v", gate=1, done=5, after=(0,), vtcm=4 * 2**20),
+    ))
+    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
+    costs = op_costs(schedule, TARGET)
+    fused = fuse_group(schedule, costs, TARGET, group)
+    assert fused is not None
+    entry, task_op = len(schedule.ops), len(schedule.ops) + 1
+    assert fused.graph.preds[entry] == (0, 1)  # P (the task's and M's input) and S (through the helper)
+    after = replay(fused.graph, TARGET.hvx_contexts)
+    assert after.starts[task_op] >= after.ends[1]
+
+
+def test_a_shared_weight_move_and_an_empty_entry_are_not_results_of_the_group() -> None:
+    """QNN moves the weights of two nodes in one op W, attributed to m; n's matrix op N reads it, and the
+    task reads N's output through X. N is no reader of the group (waiting for its joins would close a
+    cycle: entry -> M -> join -> N -> X -> entry; the simulator holds such groups), and the joins do
+    not wait for m's empty run-list entry E, placed late."""
+    schedule = QnnSchedule((
+        op("main", "ConvLayer.opt.weights_to_vtcm", "main", "m", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "n", done=2, after=(0,), macs=10**6),
+        op("main", "X", "main", "x", done=3, after=(1,)),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=4, after=(0,), macs=64 * 10**6),
+        op("main", "Reader", "main", "r", after=(3, 7)),
+        op("main", "", "main", "m"),
+        op("main", "Later", "main", "l", done=5),
+        op("vec", "Softmax", "hvx", "v", gate=3, done=6, after=(2,), vtcm=4 * 2**20),
+    ))
+    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)  # (raised Unholdable)
+    assert fused is not None
+    joins = [i for i in range(len(schedule.ops), len(fused.graph.lanes)) if fused.graph.lanes[i] == "main"][1:]
+    assert fused.graph.preds[1] == (0,)  # N still reads the moved weights only
+    assert all(5 not in fused.graph.preds[j] and 0 not in fused.graph.preds[j] for j in joins)
+    assert set(fused.graph.preds[4]) == {*joins}  # R read M and V: it waits for the joins
+    after = replay(fused.graph, TARGET.hvx_contexts)
+    assert after.starts[4] < after.starts[6]  # R keeps its place before the later op
+
+
+def test_the_task_op_is_issued_right_after_the_entry() -> None:
+    """V reads only P but was listed behind U and U2, which wait for Q, listed after the matrix op M on the
+    main thread; the task op is issued after the entry (in the simulator its gate is the entry's own
+    @Sync), not in V's old place behind them: it runs beside M."""
+    schedule = QnnSchedule((
+        op("main", "Producer", "main", "p", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=2, after=(0,), macs=64 * 10**6),
+        op("main", "Other", "main", "q", done=3),
+        op("vec", "Unrelated", "hvx", "u", gate=3, done=4, after=(2,), vtcm=2**20),
+        op("vec", "Unrelated", "hvx", "u2", gate=4, done=5, after=(3,), vtcm=2**20),
+        op("vec", "Softmax", "hvx", "v", gate=1, done=6, after=(0,), vtcm=4 * 2**20),
+    ))
+    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024,))
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)
+    assert fused is not None
+    task_op = len(schedule.ops) + 1
+    assert fused.graph.vec.index(task_op) < fused.graph.vec.index(3)
+    after = replay(fused.graph, TARGET.hvx_contexts)
+    assert after.starts[task_op] < after.ends[1]  # beside M
+
+
 def test_fusing_a_small_task_costs_more_than_it_hides() -> None:
     schedule, group = _ordered_group(1024)
     costs = op_costs(schedule, TARGET)

@@ -261,7 +261,8 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
         # after it (in the simulator its gate is the entry's own @Sync)
         task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first_matrix[0], first_matrix[1] - 0.5),
                             "the task op"))
-    preds[matrix[0]] |= {entry}
+    for i in matrix:  # QNN's slices of the matrix op all read the activation through the entry
+        preds[i] |= {entry}
     # The joins wait on the results: the HMX ops and what QNN does with their outputs (layout copies), not
     # on what the matrix work reads (weight and bias moves, operand conversions: QNN moves the weights of
     # several nodes in one op, attributed to one of them) nor on the node's empty run-list entries (placed

@@ -162,6 +162,21 @@ def test_the_entry_waits_for_the_matrix_works_second_operand() -> None:
     assert after.starts[task_op] >= after.ends[1]
 
 
+def test_every_slice_of_the_matrix_op_waits_for_the_entry() -> None:
+    """QNN slices a MatMul into several HMX ops; each reads the activation, which comes through the entry."""
+    schedule = QnnSchedule((
+        op("main", "Producer", "main", "p", done=1),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=2, after=(0,), macs=32 * 10**6),
+        op("main", "ConvLayer_s1.opt", "hmx", "m", done=3, after=(0,), macs=32 * 10**6),
+        op("vec", "Softmax", "hvx", "v", gate=1, done=4, after=(0,), vtcm=4 * 2**20),
+    ))
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET,
+                       Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024,)))
+    assert fused is not None
+    entry = len(schedule.ops)
+    assert entry in fused.graph.preds[1] and entry in fused.graph.preds[2]
+
+
 def test_a_shared_weight_move_and_an_empty_entry_are_not_results_of_the_group() -> None:
     """QNN moves the weights of two nodes in one op W, attributed to m; n's matrix op N reads it, and the
     task reads N's output through X. N is no reader of the group (waiting for its joins would close a

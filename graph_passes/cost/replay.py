@@ -258,9 +258,8 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     task_ops = []
     for members, (work, extra) in zip(tasks, per_task):
         # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): QNN issues it right
-        # after it (in the simulator its gate is the entry's own @Sync)
-        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, (first_matrix[0], first_matrix[1] - 0.5),
-                            "the task op"))
+        # after it (in the simulator its gate is the entry's own @Sync); equal ranks keep the order added
+        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, rank[entry], "the task op"))
     for i in matrix:  # QNN's slices of the matrix op all read the activation through the entry
         preds[i] |= {entry}
     # The joins wait on the results: the HMX ops and what QNN does with their outputs (layout copies), not

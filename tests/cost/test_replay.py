@@ -16,7 +16,6 @@ import pytest
 from hexfuse.cli import main
 from hexfuse.graph_passes.cost.replay import (Group, OpCosts, Unholdable, fuse_group, fused_costs, graph_of, op_costs,
                                                replay)
-from hexfuse.graph_passes.cost.target import load_target
 from hexfuse.graph_passes.engines.engine_map import engine_map_from_json, load_engine_map
 from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
 from hexfuse.graph_passes.errors import HexfuseError
@@ -193,7 +192,7 @@ def test_a_shared_weight_move_and_an_empty_entry_are_not_results_of_the_group() 
         op("vec", "Softmax", "hvx", "v", gate=3, done=6, after=(2,), vtcm=4 * 2**20),
     ))
     group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
-    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)  # (raised Unholdable)
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)  # (it raised Unholdable: N waited for the joins)
     assert fused is not None
     joins = [i for i in range(len(schedule.ops), len(fused.graph.lanes)) if fused.graph.lanes[i] == "main"][1:]
     assert fused.graph.preds[1] == (0,)  # N still reads the moved weights only

@@ -38,6 +38,15 @@ def test_prefill_decode_merge_group_counts(tmp_path, capsys):
     assert f"# {requests} of {total} groups pair work of the two requests ({total_scalar} with --allow-scalar)" in README
 
 
+def test_the_first_commands_group_count(tmp_path, capsys):
+    """README's first command: the bundled GPT-J block, default target, as the README describes it."""
+    out = tmp_path / "gptj_block.fused.onnx"
+    _, err = _cli(capsys, "fuse", ROOT / "models" / "gptj_block.onnx", "-o", out, "--no-verify")
+    groups = re.search(r"with (\d+) fused nodes?", err)
+    assert groups, err
+    assert f"so the estimated cost model decides ({groups.group(1)} groups)" in README
+
+
 def _predicted(err: str) -> str:
     match = re.search(r"predicts (\d+ fused groups, [\d.]+ us vs [\d.]+ us unsplit \([^)]*\))", err)
     assert match, err

@@ -116,7 +116,7 @@ def _entry(op: FusedOp, matrix: list[TaskSpec], expanded: tuple[TaskOp, ...]) ->
     index = {t.name: i for i, t in enumerate(op.inputs)}
     carrier = next((index[n] for task in matrix[:1] for n in task.inputs if not op.inputs[index[n]].static), None)
     task_inputs = (i for t in expanded if t.outputs for i in t.inputs)
-    matrix_inputs = (index[n] for task in matrix for n in task.inputs if n in index)
+    matrix_inputs = (index[n] for task in matrix for n in task.inputs)  # (tasks are independent: all op inputs)
     waits = [i for i in dict.fromkeys([*task_inputs, *matrix_inputs]) if i != carrier and not op.inputs[i].static]
     if carrier is None or not waits:
         return {}, None

@@ -174,15 +174,6 @@ def _task_ops(schedule: QnnSchedule, group: Group) -> list[list[int]]:
     return [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
 
 
-def _task_costs(costs: OpCosts, target: Target, tasks: list[list[int]],
-                port_bytes: Sequence[int]) -> list[tuple[float, float]]:
-    """Per task op: (its work: the ops' run time on one thread, one launch, no dispatches; what it adds: the
-    launch and the copies at its ports)."""
-    return [(sum(costs.run[i] - costs.overhead[i] for i in members),
-             target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte))
-            for members, port in zip(tasks, port_bytes)]
-
-
 def _join_ns(target: Target, nbytes: int) -> float:
     """A join: an op on the main list that copies one fused output."""
     return target.qnn_op_ns + nbytes * target.hvx_ns_per_byte
@@ -200,9 +191,12 @@ def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gr
 
 def _priced(costs: OpCosts, target: Target, tasks: list[list[int]],
             group: Group) -> tuple[list[tuple[float, float]], float, float]:
-    """(per task op: its work and what it adds; the work in all; what the fused form adds in all: the
+    """(per task op: its work, the ops' run time on one thread with one launch and no dispatches, and what
+    it adds, the launch and the copies at its ports; the work in all; what the fused form adds in all: the
     entry op, each task op's launch and port copies, a join per output)."""
-    per_task = _task_costs(costs, target, tasks, group.port_bytes)
+    per_task = [(sum(costs.run[i] - costs.overhead[i] for i in members),
+                 target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte))
+                for members, port in zip(tasks, group.port_bytes)]
     added = target.qnn_op_ns
     task_ns = 0.0
     for work, extra in per_task:

@@ -28,12 +28,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.realsize import Layer, Requests, build, cache_dir, parse_layer
 from hexfuse.tools.realsize_heads import cross_head_pairs
 from hexfuse.tools.realsize_vision import Anchor, Detector, parse_vision
+
+if TYPE_CHECKING:  # (the pass is imported where it runs)
+    from hexfuse.graph_passes.cost.replay import Group
 
 Source = Layer | Requests | Anchor | Detector
 
@@ -53,7 +56,7 @@ class Candidate:
     accepted: bool
     reason: str
     t4_any_us: float | None = None  # the fused form replayed whatever the verdict's margin (None: not holdable)
-    copies: int = 0  # copies the fused form adds: one per task port, one join per fused output
+    copies: int = 0  # copies the fused form adds (replay.py: O, I, X, and per task output a join J and C)
     held: str = ""  # why there is no fused form ("" where there is one)
     origin: str = "pass"  # "pass": find_candidates / the estimated model's groups; "heads": realsize_heads pairs
     estimated: str = ""  # the estimated cost model (--ignore-schedule): selected / accepted / rejected
@@ -237,11 +240,16 @@ def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | N
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
             t4_any_us=None if t4_any is None else t4_any / 1e3, held=held,
-            copies=len(shape.port_bytes) + len(shape.output_bytes or (0,)) if form is not None else 0,
+            copies=_copies(shape) if form is not None else 0,
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
             origin="heads" if tuple(tasks) in added else "pass",
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
+
+
+def _copies(group: Group) -> int:
+    moved = (group.input_bytes, group.carrier_bytes, group.matrix_output_bytes)
+    return sum(1 for nbytes in moved if nbytes) + 2 * len(group.task_output_bytes or (0,))
 
 
 def bench(layers: list[Source], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,

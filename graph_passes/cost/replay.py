@@ -13,18 +13,22 @@ DDR bytes at the DMA/DDR rate. Syncs and the run lists' unnamed entries cost not
 their own: their effect is the waiting, which the graph carries.
 
 The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held together by entry and
-exit ordering ops, as measured in the simulator (DESIGN.md section 5):
+exit ordering ops, as the simulator prepares it (DESIGN.md section 5):
 
-    preds(V) ∪ preds(M) ──> E ──> M0 .. Mk ──> J_out ──> every reader of a group output
-    preds(V), E ──────────> T (one HVX op: V's work + one launch + a copy per port) ──> J_out
+    preds(V) ∪ preds(M) ──> O ──> E ──> I ──> M0 .. Mk ──> X ──> J_out ──> C_out ──> readers of the group
+    preds(V), E ──────────> T (one HVX op: V's work + one launch + its ports in main memory) ──> J_out
 
-V's QNN ops become one task op T on one HVX thread, issued right after E; E and the joins are main-thread
-copies; readers of the group's outputs wait for the joins. preds(M) are those of every op of the matrix
-nodes (a second operand reaches the HMX ops through QNN's conversions); the joins wait on the HMX ops and
-what follows them, not on weight moves. Where QNN's order has a reader before the matrix ops or the matrix
-ops before a task input's producer, the ops that must move are moved (with what depends on them), keeping
-every other op in QNN's order. Both graphs are replayed by the same scheduler, so their ratio is the
-fusion's effect, not a scheduler's.
+V's QNN ops become one task op T on one HVX thread, issued right after E; E and the joins J are
+main-thread copies; readers of the group's outputs wait for them. Package ops take flat tensors in main
+memory (DDR), not VTCM: E, T and J are priced by the bytes they read and write there, and QNN's layout
+copies (O: the node's inputs out of VTCM; I: E's activation back in; X: the matrix outputs out for the
+joins; C: each task output back in) by the bytes they move both ways. These are the ops and bytes the
+simulator's schedule of every fused node shows (docs/schedule.md §3). preds(M) are those of every op of
+the matrix nodes (a second operand reaches the HMX ops through QNN's conversions); the joins wait on the
+HMX ops and what follows them, not on weight moves. Where QNN's order has a reader before the matrix ops
+or the matrix ops before a task input's producer, the ops that must move are moved (with what depends on
+them), keeping every other op in QNN's order. Both graphs are replayed by the same scheduler, so their
+ratio is the fusion's effect, not a scheduler's.
 """
 
 from __future__ import annotations
@@ -148,12 +152,16 @@ def replay(graph: Graph, hvx_threads: int) -> Replay:
 # --- the fused form -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Group:
-    """One candidate group on the schedule: its matrix task's nodes and its other tasks' nodes."""
+    """One candidate group on the schedule: its matrix task's nodes, its other tasks' nodes, and the bytes
+    its package ops and QNN's copies for them move (stored widths: codes for a QDQ port)."""
 
     matrix_nodes: frozenset[str]
     task_nodes: tuple[frozenset[str], ...]  # one set per task op
-    port_bytes: tuple[int, ...]  # per task op: bytes of its inputs + outputs (the copies at its ports)
-    output_bytes: tuple[int, ...]  # per fused output: what its join copies
+    port_bytes: tuple[int, ...]  # per task op: bytes of its inputs + outputs
+    task_output_bytes: tuple[int, ...]  # per task output: what its join copies
+    input_bytes: int = 0  # the node's non-constant inputs: what the entry waits on
+    carrier_bytes: int = 0  # the activation the entry copies into the matrix work
+    matrix_output_bytes: int = 0  # the matrix work's outputs, which the joins wait on
 
 
 class Unholdable(HexfuseError):
@@ -166,6 +174,7 @@ class FusedForm:
     task_ns: float  # the task ops' run time (what overlap could hide at most)
     added_ns: float  # ordering ops, copies and launches the fused form adds
     moved: int  # ops moved out of QNN's order (either list) to hold the group together
+    parts: dict[str, tuple[int, ...]]  # the ops it adds, by role (_Priced's names): indices into graph
 
 
 def _task_ops(schedule: QnnSchedule, group: Group) -> list[list[int]]:
@@ -174,9 +183,48 @@ def _task_ops(schedule: QnnSchedule, group: Group) -> list[list[int]]:
     return [[i for i, op in enumerate(ops) if op.node in nodes and op.resource != "dma"] for nodes in group.task_nodes]
 
 
-def _join_ns(target: Target, nbytes: int) -> float:
-    """A join: an op on the main list that copies one fused output."""
-    return target.qnn_op_ns + nbytes * target.hvx_ns_per_byte
+def _main_memory_ns(target: Target, nbytes: int) -> float:
+    return nbytes / target.ddr_bytes_per_ns
+
+
+def _copy_ns(target: Target, nbytes: int) -> float:
+    """One of QNN's layout copies between VTCM and main memory (flat_from_vtcm, flat_to_vtcm), priced as
+    op_costs prices it in the simulator's schedule: the bytes at the HVX rate and through DDR."""
+    if nbytes <= 0:
+        return 0.0
+    return target.qnn_hvx_op_ns + nbytes * target.hvx_ns_per_byte + _main_memory_ns(target, nbytes)
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """The fused form's ops, each its run time (module docstring: O, E, I, T, X, J, C)."""
+
+    tasks: tuple[float, ...]  # per task op: its QNN ops' work, one launch, its ports in main memory
+    copies_out: float
+    entry: float
+    carrier_in: float
+    matrix_out: float
+    joins: tuple[float, ...]  # per task output (one join where no task output is read)
+    outputs_in: tuple[float, ...]
+    task_ns: float  # the task ops' work: what overlap could hide at most
+    added_ns: float  # all the rest
+
+
+def _priced(costs: OpCosts, target: Target, tasks: list[list[int]], group: Group) -> _Priced:
+    work = [sum(costs.run[i] - costs.overhead[i] for i in members) for members in tasks]
+    # the task op reads the entry's copy too (its _e variant)
+    task_extra = [target.qnn_hvx_op_ns + _main_memory_ns(target, port + group.carrier_bytes)
+                  for port in group.port_bytes]
+    joined = group.task_output_bytes or (0,)
+    joins = tuple(target.qnn_op_ns + _main_memory_ns(target, 2 * b + group.matrix_output_bytes) for b in joined)
+    outputs_in = tuple(_copy_ns(target, b) for b in joined)
+    copies_out = _copy_ns(target, group.input_bytes)
+    entry = target.qnn_op_ns + _main_memory_ns(target, group.input_bytes + group.carrier_bytes)
+    carrier_in = _copy_ns(target, group.carrier_bytes)
+    matrix_out = _copy_ns(target, group.matrix_output_bytes)
+    added = copies_out + entry + carrier_in + matrix_out + sum(task_extra) + sum(joins) + sum(outputs_in)
+    return _Priced(tuple(w + e for w, e in zip(work, task_extra)), copies_out, entry, carrier_in, matrix_out, joins,
+                   outputs_in, sum(work), added)
 
 
 def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> tuple[float, float] | None:
@@ -185,26 +233,8 @@ def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gr
     tasks = _task_ops(schedule, group)
     if not all(tasks):
         return None
-    _, task_ns, added_ns = _priced(costs, target, tasks, group)
-    return task_ns, added_ns
-
-
-def _priced(costs: OpCosts, target: Target, tasks: list[list[int]],
-            group: Group) -> tuple[list[tuple[float, float]], float, float]:
-    """(per task op: its work, the ops' run time on one thread with one launch and no dispatches, and what
-    it adds, the launch and the copies at its ports; the work in all; what the fused form adds in all: the
-    entry op, each task op's launch and port copies, a join per output)."""
-    per_task = [(sum(costs.run[i] - costs.overhead[i] for i in members),
-                 target.qnn_hvx_op_ns + (target.qnn_hvx_op_ns + port * target.hvx_ns_per_byte))
-                for members, port in zip(tasks, group.port_bytes)]
-    added = target.qnn_op_ns
-    task_ns = 0.0
-    for work, extra in per_task:
-        task_ns += work
-        added += extra
-    for nbytes in group.output_bytes or (0,):
-        added += _join_ns(target, nbytes)
-    return per_task, task_ns, added
+    priced = _priced(costs, target, tasks, group)
+    return priced.task_ns, priced.added_ns
 
 
 def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group,
@@ -244,40 +274,49 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
 
     outer_preds = lambda members: {p for i in members for p in preds[i]} - inside  # noqa: E731
     first_matrix = rank[matrix[0]]
+    priced = _priced(costs, target, tasks, group)
     # the entry waits on every input of the node: the task ops' and all of the matrix work's (its helpers'
-    # too: a second operand reaches the HMX ops through QNN's layout and weight conversions)
-    entry = add("main", target.qnn_op_ns, outer_preds(removed) | outer_preds(matrix_all),
-                (first_matrix[0], first_matrix[1] - 1), "the entry op")
-    per_task, task_ns, added = _priced(costs, target, tasks, group)
+    # too: a second operand reaches the HMX ops through QNN's layout and weight conversions), each copied
+    # out of VTCM first
+    inputs = outer_preds(removed) | outer_preds(matrix_all)
+    at_entry = (first_matrix[0], first_matrix[1] - 1)
+    copies_out = add("vec", priced.copies_out, inputs, at_entry, "copies of the inputs out of VTCM")
+    entry = add("main", priced.entry, inputs | {copies_out}, at_entry, "the entry op")
     task_ops = []
-    for members, (work, extra) in zip(tasks, per_task):
+    for members, cost in zip(tasks, priced.tasks):
         # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): QNN issues it right
         # after it (in the simulator its gate is the entry's own @Sync); equal ranks keep the order added
-        task_ops.append(add("vec", work + extra, outer_preds(members) | {entry}, rank[entry], "the task op"))
+        task_ops.append(add("vec", cost, outer_preds(members) | {entry}, rank[entry], "the task op"))
+    carrier_in = add("vec", priced.carrier_in, {entry}, rank[entry], "the entry's copy back into VTCM")
     for i in matrix:  # QNN's slices of the matrix op all read the activation through the entry
-        preds[i] |= {entry}
+        preds[i] |= {entry, carrier_in}
     # The joins wait on the results: the HMX ops and what QNN does with their outputs (layout copies), not
     # on what the matrix work reads (weight and bias moves, operand conversions: QNN moves the weights of
     # several nodes in one op, attributed to one of them) nor on the node's empty run-list entries (placed
-    # anywhere, up to hundreds of us later). Readers of results wait for the joins; a reader of the moved
-    # weights is no reader of the group (else a cycle through the join; the simulator holds such groups).
+    # anywhere, up to hundreds of us later). Readers of results wait for the joins' outputs back in VTCM;
+    # a reader of the moved weights is no reader of the group (else a cycle through the join; the
+    # simulator holds such groups).
     made = _made(matrix, matrix_all, preds)
     last = max(made, key=lambda i: before.ends[i])
-    joins = []
-    for k, nbytes in enumerate(group.output_bytes or (0,)):
-        joins.append(add("main", _join_ns(target, nbytes), {*made, *task_ops},
-                         (before.ends[last], rank[last][1] + k + 1), "a join"))
+    at_exit = (before.ends[last], rank[last][1] + 1)
+    matrix_out = add("vec", priced.matrix_out, made, at_exit, "the matrix outputs out of VTCM")
+    joins, outputs_in = [], []
+    for cost_join, cost_in in zip(priced.joins, priced.outputs_in):
+        joins.append(add("main", cost_join, {*made, *task_ops, matrix_out}, at_exit, "a join"))
+        outputs_in.append(add("vec", cost_in, {joins[-1]}, at_exit, "a join's output back into VTCM"))
     results = made | removed
-    for i in range(len(preds)):
-        if i not in inside and i not in joins and preds[i] & results:
-            preds[i] = (preds[i] - results) | set(joins)
+    for i in range(len(ops)):
+        if i not in inside and preds[i] & results:
+            preds[i] = (preds[i] - results) | set(outputs_in)
     order, moved = _stable_order([i for i in range(len(lanes)) if i not in removed], preds, rank, labels)
     main = [i for i in order if lanes[i] == "main"]
     vec = [i for i in order if lanes[i] == "vec"]
     # indices stay those of the original ops; fused-away ones keep a slot no list runs and nobody waits on
     graph = Graph(tuple(lanes), tuple(run), tuple(transfer), tuple(tuple(sorted(p - removed)) for p in preds),
                   tuple(main), tuple(vec), tuple(dma_start))
-    return FusedForm(graph, task_ns, added, moved)
+    parts = {"copies_out": (copies_out,), "entry": (entry,), "tasks": tuple(task_ops), "carrier_in": (carrier_in,),
+             "matrix_out": (matrix_out,), "joins": tuple(joins), "outputs_in": tuple(outputs_in)}
+    return FusedForm(graph, priced.task_ns, priced.added_ns, moved, parts)
 
 
 def _made(sources: Sequence[int], members: set[int], preds: Sequence[set[int]]) -> set[int]:

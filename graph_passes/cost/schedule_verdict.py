@@ -8,8 +8,9 @@ A group is fused only where
   1. QNN runs its matrix work on HMX and every other task has ops of its own (something to overlap);
   2. QNN's schedule keeps some of the group's vector work ordered against its HMX ops (where QNN already
      lets all of it run beside them there is nothing left to win); and
-  3. the replay of the fused form, with its entry and exit ordering ops, port copies (at the width QNN
-     hands a port over: codes for a QDQ port) and launches, beats the replay of the original by the margin,
+  3. the replay of the fused form, with its entry and exit ordering ops, launches, its package ops' ports in
+     main memory and QNN's layout copies for them (at the width QNN hands a port over: codes for a QDQ
+     port; replay.py), beats the replay of the original by the margin,
      measured against the group's own time in the original; the saving credited is at most the vector
      work less what the fused form adds (overlap hides that work and nothing else: a larger replay saving
      is the rest of the graph re-ordered, which fusing does not buy).
@@ -65,11 +66,18 @@ def _stored_bytes(tensor: TensorSpec | None) -> int:
 
 def group_of(op: FusedOp) -> Group:
     tensors = {t.name: t for t in op.tensors} | {t.name: t for t in (*op.inputs, *op.outputs)}
-    matrix = frozenset(n.name for task in op.tasks if task.engine == "matrix" for n in task.nodes)
+    matrix = [task for task in op.tasks if task.engine == "matrix"]
     others = [task for task in op.tasks if task.engine != "matrix"]
-    return Group(matrix, tuple(frozenset(n.name for n in task.nodes) for task in others),
+    inputs = {t.name: t for t in op.inputs if not t.static}
+    # the entry copies the first non-constant input of the first matrix task (op_package/htp_expand.py)
+    carrier = next((inputs[n] for task in matrix[:1] for n in task.inputs if n in inputs), None)
+    matrix_outputs = {n for task in matrix for n in task.outputs}
+    return Group(frozenset(n.name for task in matrix for n in task.nodes),
+                 tuple(frozenset(n.name for n in task.nodes) for task in others),
                  tuple(sum(_stored_bytes(tensors.get(name)) for name in (*task.inputs, *task.outputs)) for task in others),
-                 tuple(_stored_bytes(t) for t in op.outputs))
+                 tuple(_stored_bytes(t) for t in op.outputs if t.name not in matrix_outputs),
+                 sum(map(_stored_bytes, inputs.values())), _stored_bytes(carrier),
+                 sum(_stored_bytes(t) for t in op.outputs if t.name in matrix_outputs))
 
 
 @dataclass
@@ -82,7 +90,7 @@ class ScheduleJudge:
     costs: OpCosts = field(init=False)
     base: Graph = field(init=False)
     original: Replay = field(init=False)
-    _verdicts: dict[tuple, Verdict] = field(default_factory=dict, repr=False)
+    _verdicts: dict[Group, Verdict] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.costs = op_costs(self.schedule, self.target)
@@ -97,7 +105,7 @@ class ScheduleJudge:
 
     def verdict(self, op: FusedOp) -> Verdict:
         group = group_of(op)
-        key = (group.matrix_nodes, group.task_nodes, group.port_bytes, group.output_bytes)
+        key = group  # (frozen: its fields are the key)
         found = self._verdicts.get(key)
         if found is None:
             found = self._judge(group)
@@ -132,7 +140,8 @@ class ScheduleJudge:
         if bound is not None and bound[0] <= bound[1]:  # the credit below is at most their difference: no replay
             return Verdict(False, 0.0, (
                 f"too little to hide: in QNN's schedule the task work ({bound[0] / 1e3:.2f} us) does not cover what "
-                f"holding the group together adds ({bound[1] / 1e3:.2f} us: entry, launches, port copies, joins)"), details)
+                f"holding the group together adds ({bound[1] / 1e3:.2f} us: entry, joins, launches, ports in main "
+                f"memory and their copies)"), details)
         try:
             fused = fuse_group(self.schedule, self.costs, self.target, group, (self.base, self.original))
         except Unholdable as chain:
@@ -151,7 +160,7 @@ class ScheduleJudge:
                         "schedule.credited_ns": round(credited, 1), "schedule.gain": round(gain, 4)})
         figures = (f"replay of QNN's schedule: {t4 / 1e3:.2f} us fused vs {t2 / 1e3:.2f} us original; the task work "
                    f"({fused.task_ns / 1e3:.2f} us, {beside} of {len(vector)} ops already beside HMX) could hide at most that, "
-                   f"entry/exit ordering ops, port copies and launches add {fused.added_ns / 1e3:.2f} us")
+                   f"entry/exit ordering ops, launches, ports in main memory and their copies add {fused.added_ns / 1e3:.2f} us")
         if credited <= 0 or gain < self.min_gain:
             capped = (f" (the replay's {(t2 - t4) / 1e3:.2f} us beyond the task work less the added ops is re-ordering, "
                       f"not overlap)" if t2 - t4 > max(credited, 0.0) else "")

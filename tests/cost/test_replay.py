@@ -118,7 +118,13 @@ def _ordered_group(vector_vtcm: int) -> tuple[QnnSchedule, Group]:
         op("main", "Reader", "main", "r", gate=3, after=(3, 1)),
         op("vec", "Softmax", "hvx", "v", gate=2, done=3, after=(0, 1), vtcm=vector_vtcm),
     ))
-    return schedule, Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
+    return schedule, _group()
+
+
+def _group(port: int = 1024) -> Group:
+    """m and v both read P's output (1 KiB, the entry's activation); each writes 1 KiB."""
+    return Group(frozenset({"m"}), (frozenset({"v"}),), (port,), (1024,), input_bytes=1024, carrier_bytes=1024,
+                 matrix_output_bytes=1024)
 
 
 def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> None:
@@ -129,15 +135,48 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
     assert fused is not None and fused.task_ns == pytest.approx(costs.run[3] - costs.overhead[3])
     assert fused_costs(schedule, costs, TARGET, group) == (fused.task_ns, fused.added_ns)
     assert fused.task_ns > fused.added_ns  # the judge replays this one
-    # one entry, two joins (one per fused output), the task op's launch and its port copy
-    assert fused.added_ns == pytest.approx(3 * TARGET.qnn_op_ns + 2 * 1024 * TARGET.hvx_ns_per_byte
-                                           + 2 * TARGET.qnn_hvx_op_ns + 1024 * TARGET.hvx_ns_per_byte)
+    # package ops in main memory (DDR): the entry reads P's output and writes its copy, the task op reads
+    # its ports and the entry's copy, the join reads and writes V's output and reads M's; QNN's four layout
+    # copies (P's output out of VTCM, the entry's copy, M's output and the join's back in) move 1 KiB each
+    ddr = 1 / TARGET.ddr_bytes_per_ns
+    copy = TARGET.qnn_hvx_op_ns + 1024 * (TARGET.hvx_ns_per_byte + ddr)
+    assert fused.added_ns == pytest.approx(TARGET.qnn_op_ns + 2048 * ddr + TARGET.qnn_hvx_op_ns + 2048 * ddr
+                                           + TARGET.qnn_op_ns + 3072 * ddr + 4 * copy)
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.latency_ns < original
-    entry, task_op = len(schedule.ops), len(schedule.ops) + 1  # added in this order
+    (entry,), (task_op,) = fused.parts["entry"], fused.parts["tasks"]
     assert entry in fused.graph.preds[task_op] and after.starts[task_op] >= after.ends[entry]  # the task op reads it
     reader = 2
-    assert after.starts[reader] >= max(after.ends[i] for i in range(4, len(after.ends)) if fused.graph.lanes[i] == "main")
+    assert after.starts[reader] >= max(after.ends[i] for i in fused.parts["outputs_in"])
+    assert fused.parts["joins"][0] in fused.graph.preds[fused.parts["outputs_in"][0]]
+
+
+def test_the_added_ops_cost_what_op_costs_gives_them_in_a_prepared_fused_graph() -> None:
+    """In the simulator's schedule of a fused model the entry, task op and join read and write their
+    tensors in DDR (vtcm 0, ddr = their ports) and QNN's layout copies move their bytes both ways (vtcm =
+    ddr = the bytes): the fused form prices each as op_costs prices that op (on three real-size nodes
+    the prices match the simulator's to 0.1 us, docs/schedule.md section 2)."""
+    schedule, _ = _ordered_group(4 * 2**20)
+    group = Group(frozenset({"m"}), (frozenset({"v"}),), (5000,), (3000, 700), input_bytes=4000, carrier_bytes=1000,
+                  matrix_output_bytes=600)
+    costs = op_costs(schedule, TARGET)
+    fused = fuse_group(schedule, costs, TARGET, group)
+    assert fused is not None
+    work = costs.run[3] - costs.overhead[3]
+    prepared = {  # role -> the op as the simulator's schematic shows it
+        "entry": [op("main", "HexFuse_0__enter", "main", ddr=4000 + 1000)],
+        "tasks": [op("vec", "HexFuse_0__t1_e", "hvx", ddr=5000 + 1000)],
+        "joins": [op("main", "HexFuse_0__join", "main", ddr=2 * b + 600) for b in (3000, 700)],
+        "copies_out": [op("vec", "flat_from_vtcm", "hvx", vtcm=4000, ddr=4000)],
+        "carrier_in": [op("vec", "flat_to_vtcm", "hvx", vtcm=1000, ddr=1000)],
+        "matrix_out": [op("vec", "flat_from_vtcm", "hvx", vtcm=600, ddr=600)],
+        "outputs_in": [op("vec", "flat_to_vtcm", "hvx", vtcm=b, ddr=b) for b in (3000, 700)],
+    }
+    for role, ops in prepared.items():
+        priced = op_costs(QnnSchedule(tuple(ops)), TARGET).run
+        run = [fused.graph.run[i] - (work if role == "tasks" else 0.0) for i in fused.parts[role]]
+        assert run == pytest.approx(priced), role
+    assert fused.added_ns == pytest.approx(sum(fused.graph.run[len(schedule.ops):]) - work)
 
 
 def test_the_entry_waits_for_the_matrix_works_second_operand() -> None:
@@ -151,12 +190,12 @@ def test_the_entry_waits_for_the_matrix_works_second_operand() -> None:
         op("main", "ConvLayer_s1.opt", "hmx", "m", gate=3, done=4, after=(0, 2), macs=64 * 10**6),
         op("vec", "Softmax", "hvx", "v", gate=1, done=5, after=(0,), vtcm=4 * 2**20),
     ))
-    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
     costs = op_costs(schedule, TARGET)
-    fused = fuse_group(schedule, costs, TARGET, group)
+    fused = fuse_group(schedule, costs, TARGET, _group())
     assert fused is not None
-    entry, task_op = len(schedule.ops), len(schedule.ops) + 1
-    assert fused.graph.preds[entry] == (0, 1)  # P (the task's and M's input) and S (through the helper)
+    (copies,), (entry,), (task_op,) = fused.parts["copies_out"], fused.parts["entry"], fused.parts["tasks"]
+    assert fused.graph.preds[copies] == (0, 1)  # P (the task's and M's input) and S (through the helper)
+    assert fused.graph.preds[entry] == (0, 1, copies)
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.starts[task_op] >= after.ends[1]
 
@@ -169,11 +208,10 @@ def test_every_slice_of_the_matrix_op_waits_for_the_entry() -> None:
         op("main", "ConvLayer_s1.opt", "hmx", "m", done=3, after=(0,), macs=32 * 10**6),
         op("vec", "Softmax", "hvx", "v", gate=1, done=4, after=(0,), vtcm=4 * 2**20),
     ))
-    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET,
-                       Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024,)))
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, _group())
     assert fused is not None
-    entry = len(schedule.ops)
-    assert entry in fused.graph.preds[1] and entry in fused.graph.preds[2]
+    through = {*fused.parts["entry"], *fused.parts["carrier_in"]}  # the entry's copy, back in VTCM
+    assert through <= set(fused.graph.preds[1]) and through <= set(fused.graph.preds[2])
 
 
 def test_a_shared_weight_move_and_an_empty_entry_are_not_results_of_the_group() -> None:
@@ -191,13 +229,12 @@ def test_a_shared_weight_move_and_an_empty_entry_are_not_results_of_the_group() 
         op("main", "Later", "main", "l", done=5),
         op("vec", "Softmax", "hvx", "v", gate=3, done=6, after=(2,), vtcm=4 * 2**20),
     ))
-    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024, 1024))
-    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)  # (it raised Unholdable: N waited for the joins)
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, _group())  # (it raised Unholdable: N waited for the joins)
     assert fused is not None
-    joins = [i for i in range(len(schedule.ops), len(fused.graph.lanes)) if fused.graph.lanes[i] == "main"][1:]
+    joins = fused.parts["joins"]
     assert fused.graph.preds[1] == (0,)  # N still reads the moved weights only
     assert all(5 not in fused.graph.preds[j] and 0 not in fused.graph.preds[j] for j in joins)
-    assert set(fused.graph.preds[4]) == {*joins}  # R read M and V: it waits for the joins
+    assert set(fused.graph.preds[4]) == set(fused.parts["outputs_in"])  # R read M and V: it waits for the joins
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.starts[4] < after.starts[6]  # R keeps its place before the later op
 
@@ -214,10 +251,9 @@ def test_the_task_op_is_issued_right_after_the_entry() -> None:
         op("vec", "Unrelated", "hvx", "u2", gate=4, done=5, after=(3,), vtcm=2**20),
         op("vec", "Softmax", "hvx", "v", gate=1, done=6, after=(0,), vtcm=4 * 2**20),
     ))
-    group = Group(frozenset({"m"}), (frozenset({"v"}),), (1024,), (1024,))
-    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, group)
+    fused = fuse_group(schedule, op_costs(schedule, TARGET), TARGET, _group())
     assert fused is not None
-    task_op = len(schedule.ops) + 1
+    (task_op,) = fused.parts["tasks"]
     assert fused.graph.vec.index(task_op) < fused.graph.vec.index(3)
     after = replay(fused.graph, TARGET.hvx_contexts)
     assert after.starts[task_op] < after.ends[1]  # beside M
@@ -241,8 +277,9 @@ def test_a_group_qnn_orders_around_itself_cannot_be_held_together() -> None:
         op("vec", "Rope", "hvx", "v", gate=2, after=(1,)),
     ))
     costs = op_costs(schedule, TARGET)
-    with pytest.raises(Unholdable, match=r"the entry op -> ConvLayer_s1\.opt \(m\) -> a join -> ConvLayer_s1\.opt \(q\)"):
-        fuse_group(schedule, costs, TARGET, Group(frozenset({"m"}), (frozenset({"v"}),), (64,), (64,)))
+    with pytest.raises(Unholdable, match=r"the entry op -> ConvLayer_s1\.opt \(m\) -> a join -> a join's output back into VTCM "
+                                          r"-> ConvLayer_s1\.opt \(q\)"):
+        fuse_group(schedule, costs, TARGET, _group(64))
 
 
 # --- real schedules (committed engine maps) -------------------------------------------------------
@@ -314,6 +351,32 @@ def test_the_figures_docs_schedule_quotes_are_what_the_tools_print(capsys) -> No
         row = (f"| {path.name.split('.')[0]} | {counts['ops']} | {counts['hmx']} | {counts['vec']} | {counts['hvx_beside_hmx']} "
                f"| {counts['copies']} | {counts['syncs']} |")
         assert row in doc, row
+
+
+def test_the_replays_entry_moves_what_the_expansions_entry_reads() -> None:
+    """group_of's entry bytes are those of the expansion's entry op (op_package/htp_expand.py): it copies
+    its first input (the carrier) and waits on the rest, every non-constant input of the node."""
+    import re
+
+    from hexfuse import fuse_model
+    from hexfuse.graph_passes.cost.cli import scorer_for
+    from hexfuse.graph_passes.cost.schedule_verdict import _stored_bytes, group_of
+    from hexfuse.op_package.htp_expand import expand_fused_op
+
+    path = ROOT / "models" / "llama_prefill_decode_qdq.onnx"
+    ops = fuse_model(path, scorer_for("sm8650", 0.0, model=path, use_schedule=False)).spec.fused_ops
+    for fused_op in ops:
+        rule = expand_fused_op(fused_op).rules[0].replacement
+        call = rule[rule.index(f'Op("{fused_op.op_type}__enter", '):]
+        read = [fused_op.inputs[int(i)] for i in re.findall(r'"in_(\d+)"', call[:call.index(")")])]
+        group = group_of(fused_op)
+        assert group.carrier_bytes == _stored_bytes(read[0]) > 0
+        assert group.input_bytes == sum(map(_stored_bytes, read))
+        outputs = {t.name: _stored_bytes(t) for t in fused_op.outputs}
+        matrix = {n for task in fused_op.tasks if task.engine == "matrix" for n in task.outputs}
+        assert group.matrix_output_bytes == sum(outputs[n] for n in matrix)
+        assert sorted(group.task_output_bytes) == sorted(b for n, b in outputs.items() if n not in matrix)
+    assert len(ops) > 10
 
 
 @pytest.mark.parametrize("name", ["gptj_block_qdq", "llama_prefill_decode_qdq"])

@@ -23,12 +23,12 @@ main-thread copies; readers of the group's outputs wait for them. Package ops ta
 memory (DDR), not VTCM: E, T and J are priced by the bytes they read and write there, and QNN's layout
 copies (O: the node's inputs out of VTCM; I: E's activation back in; X: the matrix outputs out for the
 joins; C: each task output back in) by the bytes they move both ways. These are the ops and bytes the
-simulator's schedule of every fused node shows (docs/schedule.md §3). preds(M) are those of every op of
-the matrix nodes (a second operand reaches the HMX ops through QNN's conversions); the joins wait on the
-HMX ops and what follows them, not on weight moves. Where QNN's order has a reader before the matrix ops
-or the matrix ops before a task input's producer, the ops that must move are moved (with what depends on
-them), keeping every other op in QNN's order. Both graphs are replayed by the same scheduler, so their
-ratio is the fusion's effect, not a scheduler's.
+simulator's schedule of every fused node shows (docs/schedule.md section 2). preds(M) are those of every
+op of the matrix nodes (a second operand reaches the HMX ops through QNN's conversions); the joins wait
+on the HMX ops and what follows them, not on weight moves. Where QNN's order has a reader before the
+matrix ops or the matrix ops before a task input's producer, the ops that must move are moved (with what
+depends on them), keeping every other op in QNN's order. Both graphs are replayed by the same scheduler,
+so their ratio is the fusion's effect, not a scheduler's.
 """
 
 from __future__ import annotations

@@ -154,8 +154,8 @@ def test_fusing_puts_the_task_op_beside_its_matrix_op_and_prices_the_edges() -> 
 def test_the_added_ops_cost_what_op_costs_gives_them_in_a_prepared_fused_graph() -> None:
     """In the simulator's schedule of a fused model the entry, task op and join read and write their
     tensors in DDR (vtcm 0, ddr = their ports) and QNN's layout copies move their bytes both ways (vtcm =
-    ddr = the bytes): the fused form prices each as op_costs prices that op (on three real-size nodes
-    the prices match the simulator's to 0.1 us, docs/schedule.md section 2)."""
+    ddr = the bytes): the fused form prices each as op_costs prices that op (on the 26 fused nodes
+    prepared in the simulator the prices match the simulator's to 0.1 us, docs/schedule.md section 2)."""
     schedule, _ = _ordered_group(4 * 2**20)
     group = Group(frozenset({"m"}), (frozenset({"v"}),), (5000,), (3000, 700), input_bytes=4000, carrier_bytes=1000,
                   matrix_output_bytes=600)

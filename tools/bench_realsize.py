@@ -36,7 +36,7 @@ from hexfuse.tools.realsize_heads import cross_head_pairs
 from hexfuse.tools.realsize_vision import Anchor, Detector, parse_vision
 
 if TYPE_CHECKING:  # (the pass is imported where it runs)
-    from hexfuse.graph_passes.cost.replay import Group
+    from hexfuse.graph_passes.cost.replay import FusedForm
 
 Source = Layer | Requests | Anchor | Detector
 
@@ -240,16 +240,17 @@ def judge_candidates(path: Path, target: str, min_gain: float, engines: Path | N
             t2_us=judge.original.latency_ns / 1e3,
             t4_us=d["schedule.t4_ns"] / 1e3 if "schedule.t4_ns" in d else None,
             t4_any_us=None if t4_any is None else t4_any / 1e3, held=held,
-            copies=_copies(shape) if form is not None else 0,
+            copies=_copies(form) if form is not None else 0,
             accepted=verdict.accepted, reason=verdict.reason, estimated=picked,
             origin="heads" if tuple(tasks) in added else "pass",
             work={i: costs.run[i] - costs.overhead[i] for i in vector}))
     return summary, fused, out
 
 
-def _copies(group: Group) -> int:
-    moved = (group.input_bytes, group.carrier_bytes, group.matrix_output_bytes)
-    return sum(1 for nbytes in moved if nbytes) + 2 * len(group.task_output_bytes or (0,))
+def _copies(form: FusedForm) -> int:
+    """The copies the fused form adds that move bytes (replay.py: O, I, X, J, C)."""
+    roles = ("copies_out", "carrier_in", "matrix_out", "joins", "outputs_in")
+    return sum(1 for role in roles for i in form.parts[role] if form.graph.run[i] > 0)
 
 
 def bench(layers: list[Source], targets: list[str], timeout_s: float, min_gain: float, log_dir: Path,

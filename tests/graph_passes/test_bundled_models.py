@@ -18,7 +18,6 @@ import pytest
 
 from hexfuse.graph_passes import pipeline
 from hexfuse.graph_passes.cost.cli import scorer_for
-from hexfuse.graph_passes.cost.cli import scorer_for
 from hexfuse.graph_passes.rewrite.ort_check import compare_on_cpu
 from hexfuse.graph_passes.select.balance import BalanceScorer
 from tests.cost.specs import estimated

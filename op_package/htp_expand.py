@@ -114,7 +114,7 @@ def _entry(op: FusedOp, matrix: list[TaskSpec], expanded: tuple[TaskOp, ...]) ->
     while the matrix work waited for its second operand (llama's attention MatMuls: the V expand,
     docs/htp.md). (None where there is nothing to order.)"""
     index = {t.name: i for i, t in enumerate(op.inputs)}
-    carrier = next((index[n] for task in matrix[:1] for n in task.inputs if not op.inputs[index[n]].static), None)
+    carrier = op.entry_carrier
     task_inputs = (i for t in expanded if t.outputs for i in t.inputs)
     matrix_inputs = (index[n] for task in matrix for n in task.inputs)  # (tasks are independent: all op inputs)
     waits = [i for i in dict.fromkeys([*task_inputs, *matrix_inputs]) if i != carrier and not op.inputs[i].static]

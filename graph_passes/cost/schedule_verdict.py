@@ -68,15 +68,14 @@ def group_of(op: FusedOp) -> Group:
     tensors = {t.name: t for t in op.tensors} | {t.name: t for t in (*op.inputs, *op.outputs)}
     matrix = [task for task in op.tasks if task.engine == "matrix"]
     others = [task for task in op.tasks if task.engine != "matrix"]
-    inputs = {t.name: t for t in op.inputs if not t.static}
-    # the entry copies the first non-constant input of the first matrix task (op_package/htp_expand.py)
-    carrier = next((inputs[n] for task in matrix[:1] for n in task.inputs if n in inputs), None)
+    carrier = op.entry_carrier
     matrix_outputs = {n for task in matrix for n in task.outputs}
     return Group(frozenset(n.name for task in matrix for n in task.nodes),
                  tuple(frozenset(n.name for n in task.nodes) for task in others),
                  tuple(sum(_stored_bytes(tensors.get(name)) for name in (*task.inputs, *task.outputs)) for task in others),
                  tuple(_stored_bytes(t) for t in op.outputs if t.name not in matrix_outputs),
-                 sum(map(_stored_bytes, inputs.values())), _stored_bytes(carrier),
+                 sum(_stored_bytes(t) for t in op.inputs if not t.static),
+                 _stored_bytes(op.inputs[carrier]) if carrier is not None else 0,
                  sum(_stored_bytes(t) for t in op.outputs if t.name in matrix_outputs))
 
 
@@ -105,12 +104,11 @@ class ScheduleJudge:
 
     def verdict(self, op: FusedOp) -> Verdict:
         group = group_of(op)
-        key = group  # (frozen: its fields are the key)
-        found = self._verdicts.get(key)
+        found = self._verdicts.get(group)
         if found is None:
             found = self._judge(group)
             if len(self._verdicts) < CACHE_LIMIT:
-                self._verdicts[key] = found
+                self._verdicts[group] = found
         return found
 
     def _judge(self, group: Group) -> Verdict:

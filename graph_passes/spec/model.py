@@ -105,6 +105,14 @@ class FusedOp:
                 return tensor
         raise HexfuseError(f"fused op {self.op_type}: no tensor named {name!r} in the spec")
 
+    @property
+    def entry_carrier(self) -> int | None:
+        """The input (index) the HTP expansion's entry copies into the matrix work: the first non-constant
+        input of the first matrix task (op_package/htp_expand.py; the replay prices its bytes). None: none."""
+        index = {t.name: i for i, t in enumerate(self.inputs)}
+        matrix = next((task for task in self.tasks if task.engine == "matrix"), None)
+        return next((index[n] for n in (matrix.inputs if matrix else ()) if not self.inputs[index[n]].static), None)
+
 
 @dataclass(frozen=True)
 class FusionSpec:

@@ -196,35 +196,54 @@ def _copy_ns(target: Target, nbytes: int) -> float:
 
 
 @dataclass(frozen=True)
-class _Priced:
-    """The fused form's ops, each its run time (module docstring: O, E, I, T, X, J, C)."""
+class Expansion:
+    """What holding a group together adds around its work, each op its run time (module docstring: O, E,
+    I, X, J, C), priced from the group's bytes alone: the same prices with QNN's schedule or without."""
 
-    tasks: tuple[float, ...]  # per task op: its QNN ops' work, one launch, its ports in main memory
     copies_out: float
     entry: float
     carrier_in: float
     matrix_out: float
+    ports: tuple[float, ...]  # per task op: its ports and the entry's copy in main memory (launch apart)
     joins: tuple[float, ...]  # per task output (one join where no task output is read)
     outputs_in: tuple[float, ...]
+
+    @property
+    def total_ns(self) -> float:
+        return (self.copies_out + self.entry + self.carrier_in + self.matrix_out + sum(self.ports) + sum(self.joins)
+                + sum(self.outputs_in))
+
+
+def expansion(target: Target, group: Group) -> Expansion:
+    joined = group.task_output_bytes or (0,)
+    return Expansion(
+        copies_out=_copy_ns(target, group.input_bytes),
+        entry=target.qnn_op_ns + _main_memory_ns(target, group.input_bytes + group.carrier_bytes),
+        carrier_in=_copy_ns(target, group.carrier_bytes),
+        matrix_out=_copy_ns(target, group.matrix_output_bytes),
+        # the task op reads the entry's copy too (its _e variant)
+        ports=tuple(_main_memory_ns(target, port + group.carrier_bytes) for port in group.port_bytes),
+        joins=tuple(target.qnn_op_ns + _main_memory_ns(target, 2 * b + group.matrix_output_bytes) for b in joined),
+        outputs_in=tuple(_copy_ns(target, b) for b in joined))
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """The fused form's ops, each its run time: the expansion's, and the task ops'."""
+
+    tasks: tuple[float, ...]  # per task op: its QNN ops' work, one launch, its ports in main memory
+    added: Expansion
     task_ns: float  # the task ops' work: what overlap could hide at most
     added_ns: float  # all the rest
 
 
 def _priced(costs: OpCosts, target: Target, tasks: list[list[int]], group: Group) -> _Priced:
     work = [sum(costs.run[i] - costs.overhead[i] for i in members) for members in tasks]
-    # the task op reads the entry's copy too (its _e variant)
-    task_extra = [target.qnn_hvx_op_ns + _main_memory_ns(target, port + group.carrier_bytes)
-                  for port in group.port_bytes]
-    joined = group.task_output_bytes or (0,)
-    joins = tuple(target.qnn_op_ns + _main_memory_ns(target, 2 * b + group.matrix_output_bytes) for b in joined)
-    outputs_in = tuple(_copy_ns(target, b) for b in joined)
-    copies_out = _copy_ns(target, group.input_bytes)
-    entry = target.qnn_op_ns + _main_memory_ns(target, group.input_bytes + group.carrier_bytes)
-    carrier_in = _copy_ns(target, group.carrier_bytes)
-    matrix_out = _copy_ns(target, group.matrix_output_bytes)
-    added = copies_out + entry + carrier_in + matrix_out + sum(task_extra) + sum(joins) + sum(outputs_in)
-    return _Priced(tuple(w + e for w, e in zip(work, task_extra)), copies_out, entry, carrier_in, matrix_out, joins,
-                   outputs_in, sum(work), added)
+    added = expansion(target, group)
+    task_extra = [target.qnn_hvx_op_ns + port for port in added.ports]
+    added_ns = (added.copies_out + added.entry + added.carrier_in + added.matrix_out + sum(task_extra)
+                + sum(added.joins) + sum(added.outputs_in))
+    return _Priced(tuple(w + e for w, e in zip(work, task_extra)), added, sum(work), added_ns)
 
 
 def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> tuple[float, float] | None:
@@ -280,14 +299,14 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     # out of VTCM first
     inputs = outer_preds(removed) | outer_preds(matrix_all)
     at_entry = (first_matrix[0], first_matrix[1] - 1)
-    copies_out = add("vec", priced.copies_out, inputs, at_entry, "copies of the inputs out of VTCM")
-    entry = add("main", priced.entry, inputs | {copies_out}, at_entry, "the entry op")
+    copies_out = add("vec", priced.added.copies_out, inputs, at_entry, "copies of the inputs out of VTCM")
+    entry = add("main", priced.added.entry, inputs | {copies_out}, at_entry, "the entry op")
     task_ops = []
     for members, cost in zip(tasks, priced.tasks):
         # the task op reads the entry too (op_package/htp_expand.py, concurrent mode): QNN issues it right
         # after it (in the simulator its gate is the entry's own @Sync); equal ranks keep the order added
         task_ops.append(add("vec", cost, outer_preds(members) | {entry}, rank[entry], "the task op"))
-    carrier_in = add("vec", priced.carrier_in, {entry}, rank[entry], "the entry's copy back into VTCM")
+    carrier_in = add("vec", priced.added.carrier_in, {entry}, rank[entry], "the entry's copy back into VTCM")
     for i in matrix:  # QNN's slices of the matrix op all read the activation through the entry
         preds[i] |= {entry, carrier_in}
     # The joins wait on the results: the HMX ops and what QNN does with their outputs (layout copies), not
@@ -299,9 +318,9 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     made = _made(matrix, matrix_all, preds)
     last = max(made, key=lambda i: before.ends[i])
     at_exit = (before.ends[last], rank[last][1] + 1)
-    matrix_out = add("vec", priced.matrix_out, made, at_exit, "the matrix outputs out of VTCM")
+    matrix_out = add("vec", priced.added.matrix_out, made, at_exit, "the matrix outputs out of VTCM")
     joins, outputs_in = [], []
-    for cost_join, cost_in in zip(priced.joins, priced.outputs_in):
+    for cost_join, cost_in in zip(priced.added.joins, priced.added.outputs_in):
         joins.append(add("main", cost_join, {*made, *task_ops, matrix_out}, at_exit, "a join"))
         outputs_in.append(add("vec", cost_in, {joins[-1]}, at_exit, "a join's output back into VTCM"))
     results = made | removed

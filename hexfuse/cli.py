@@ -58,11 +58,13 @@ def _scorer(args: argparse.Namespace) -> CostScorer:
         if not 0.0 <= value < 1.0:
             raise HexfuseError(f"{flag} must be in [0, 1), got {value}")
     if (args.engines or "").lower() == "none":  # the op-type rules, even where a map exists
-        scorer = scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only)
+        scorer = scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
+                            as_designed=args.as_designed)
         scorer.engines_note = "no engine map (--engines none): op-type rules decide"
         return scorer
     return scorer_for(args.target, args.min_gain, args.min_overlap, allow_merge_only=args.allow_merge_only,
-                      model=args.model, engines=args.engines, use_schedule=not args.ignore_schedule)
+                      model=args.model, engines=args.engines, use_schedule=not args.ignore_schedule,
+                      as_designed=args.as_designed)
 
 
 def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
@@ -262,6 +264,12 @@ def _pass_options(sub: argparse.ArgumentParser) -> None:
                           "HTP: for host runs and simulator checks, not for speed)")
     sub.add_argument("--allow-merge-only", action="store_true",
                      help="also fuse groups predicted to gain by entry merging alone (default on HTP: only engine overlap)")
+    sub.add_argument("--as-designed", action="store_true",
+                     help="what-if: price fused nodes as the design has them (one entry, task tensors resident in "
+                          "VTCM, a DMA lane) instead of as the generated package builds them (entry and joins with "
+                          "ports in main memory and QNN's copies for them; every task but the matrix work on an HVX "
+                          "thread), which loses on every model measured (docs/where-it-pays.md); no effect where "
+                          "QNN's schedule decides")
     sub.add_argument("--engines", metavar="MAP.json", help="engine map of the model (`hexfuse engines`; default: "
                      "one beside the model in engines/, else in the cache; none: op-type rules)")
     sub.add_argument("--ignore-schedule", action="store_true",

@@ -49,7 +49,7 @@ def unfolded_activation_scorer(name: str = "sm8550", min_gain: float = 0.1):
     from hexfuse.graph_passes.cost.target import FOLDS
 
     target = load_target(name)
-    return scorer_for(target.with_values(folds=target.folds - set(FOLDS["activation"])), min_gain)
+    return scorer_for(target.with_values(folds=target.folds - set(FOLDS["activation"])), min_gain, as_designed=True)
 
 
 def light_model(name: str) -> str:

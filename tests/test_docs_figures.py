@@ -31,7 +31,7 @@ def test_prefill_decode_merge_group_counts(tmp_path, capsys):
     _cli(capsys, "merge", ROOT / "models" / "llama_prefill.onnx", ROOT / "models" / "llama_decode.onnx", "-o", merged,
          "--names", "prefill", "decode")
     counts = []
-    for extra in ([], ["--allow-scalar"]):
+    for extra in (["--as-designed"], ["--allow-scalar", "--as-designed"]):
         groups = json.loads(_cli(capsys, "analyze", merged, "--json", *extra)[0])["groups"]
         counts.append((sum(g["source"].startswith("request") for g in groups), len(groups)))
     (requests, total), (_, total_scalar) = counts
@@ -39,12 +39,21 @@ def test_prefill_decode_merge_group_counts(tmp_path, capsys):
 
 
 def test_the_first_commands_group_count(tmp_path, capsys):
-    """README's first command: the bundled GPT-J block, default target, as the README describes it."""
-    out = tmp_path / "gptj_block.fused.onnx"
-    _, err = _cli(capsys, "fuse", ROOT / "models" / "gptj_block.onnx", "-o", out, "--no-verify")
+    """README's first command: the bundled GPT-J block, default target, as the README describes it: priced
+    as the package builds a fused node nothing pays, as designed some groups would."""
+    model = ROOT / "models" / "gptj_block.onnx"
+    _, err = _cli(capsys, "fuse", model, "-o", tmp_path / "gptj_block.fused.onnx", "--no-verify")
+    assert "nothing to fuse" in err, err
+    _, err = _cli(capsys, "fuse", model, "-o", tmp_path / "designed.onnx", "--no-verify", "--as-designed")
     groups = re.search(r"with (\d+) fused nodes?", err)
     assert groups, err
-    assert f"so the estimated cost model decides ({groups.group(1)} groups)" in README
+    assert f"`--as-designed` prices the design's fused node instead and fuses {groups.group(1)} groups" in README
+    reasons = [task["reason"] for task in json.loads(_cli(capsys, "analyze", model, "--json")[0])["not_fused"]["tasks"]]
+    added = sorted(float(m.group(1)) for r in reasons if (m := re.search(r"package: holding the group together adds "
+                                                                          r"([\d.]+) us", r)))
+    assert added, reasons
+    assert (f"on gptj_block (sm8550), {len(added)} candidates would clear the margin but for those ops, which add "
+            f"{added[0]:.2f}-{added[-1]:.2f} us to each") in README
 
 
 def _predicted(err: str) -> str:
@@ -82,7 +91,7 @@ def test_light_models_the_command_line_fuses():
 ])
 def test_engines_doc_lm_figures(capsys, model, figures):
     data = json.loads(_cli(capsys, "analyze", ROOT / "models" / f"{model}.onnx", "--target", "sm8650", "--ignore-schedule",
-                           "--json")[0])
+                           "--as-designed", "--json")[0])
     summary, splits = data["summary"], [g["gain_split"] for g in data["groups"] if g.get("gain_split")]
     expected = figures.format(
         groups=len(data["groups"]), total=f"{summary['total_gain']:.1%}", merge=f"{summary['entry_merge_gain']:.1%}",

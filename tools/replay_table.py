@@ -26,7 +26,7 @@ def rows(model: Path, target: str) -> tuple[dict, list[dict]]:
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
     from hexfuse.graph_passes.spec.builder import fused_op_spec
 
-    scorer = scorer_for(target, 0.0, allow_merge_only=True, model=model, use_schedule=False)
+    scorer = scorer_for(target, 0.0, allow_merge_only=True, model=model, use_schedule=False, as_designed=True)
     if scorer.engines is None or scorer.engines.schedule is None:
         raise SystemExit(f"{model}: no engine map with QNN's schedule for {target} (`hexfuse engines {model} --target {target}`)")
     judge = ScheduleJudge(scorer.engines.schedule, scorer.target, 0.1)

@@ -69,11 +69,12 @@ class Baselines:
     dispatch_ns: float = 0.0  # the target's estimates these counts were priced with
     hvx_launch_ns: float = 0.0
     vtcm_ordered: bool = False  # VTCM reuse orders the task ops after the matrix work (t4 = t3)
+    package_ns: float = 0.0  # what holding the group together adds (entry, joins, ports in DDR, copies): in t3 and t4
 
     @property
     def fused_overhead_ns(self) -> float:
-        """Dispatches and HVX launches of the expanded ops (t3 and t4 both pay them)."""
-        return self.dispatch_ns * self.ops_fused + self.hvx_launch_ns * self.launches_fused
+        """Dispatches and HVX launches of the expanded ops and what the package adds (t3 and t4 both pay them)."""
+        return self.dispatch_ns * self.ops_fused + self.hvx_launch_ns * self.launches_fused + self.package_ns
 
     @property
     def saved_ns(self) -> float:
@@ -159,8 +160,12 @@ def best_existing(costs: list[TaskCost], plans: list[TaskPlan], alone: list[floa
     return t1 - best_saving
 
 
-def predict(costs: list[TaskCost], target: Target, choice: QuotaChoice | None = None) -> Baselines:
-    """All four baselines; raises simulate.Infeasible when no concurrent quota fits VTCM/HVX."""
+def predict(costs: list[TaskCost], target: Target, choice: QuotaChoice | None = None,
+            package_ns: float = 0.0) -> Baselines:
+    """All four baselines; raises simulate.Infeasible when no concurrent quota fits VTCM/HVX. ``package_ns``:
+    what the package's entry, joins, ports in main memory and QNN's copies for them add (replay.expansion),
+    on the critical path of both fused runs: an upper bound for t4, where the task ops' ports might hide
+    behind the matrix work."""
     plans0 = [alone_plan(c, target) for c in costs]
     alone = [simulate([p]).makespan for p in plans0]
     t1 = sum(alone) + overhead_ns(costs, target)
@@ -169,7 +174,7 @@ def predict(costs: list[TaskCost], target: Target, choice: QuotaChoice | None = 
                                    target.launch_ns) for c in costs])
     choice = choice or search_quota(costs, target)
     ops, launches = _fused_counts(costs)
-    overhead = target.dispatch_ns * ops + target.hvx_launch_ns * launches
+    overhead = target.dispatch_ns * ops + target.hvx_launch_ns * launches + package_ns
     ordered = vtcm_ordered(costs, target)
     concurrent = serial if ordered else choice.schedule
     t3 = overhead + serial.makespan
@@ -177,4 +182,4 @@ def predict(costs: list[TaskCost], target: Target, choice: QuotaChoice | None = 
     ops_today = sum(c.original.dispatches for c in costs)
     launches_today = sum(c.original.hvx_ops for c in costs)
     return Baselines(t1, t2, t3, t4, serial, concurrent, choice, tuple(alone), ops_today, ops, launches_today,
-                     launches, target.dispatch_ns, target.hvx_launch_ns, ordered)
+                     launches, target.dispatch_ns, target.hvx_launch_ns, ordered, package_ns)

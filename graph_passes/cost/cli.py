@@ -25,15 +25,17 @@ if TYPE_CHECKING:  # scorer, simulate and timeline import numpy: loaded where us
 
 def scorer_for(target: str | Path | Target, min_gain: float, min_overlap: float = 0.0, *,
                allow_merge_only: bool = False, model: str | Path | None = None,
-               engines: str | Path | None = None, use_schedule: bool = True) -> CostScorer:
+               engines: str | Path | None = None, use_schedule: bool = True, as_designed: bool = False) -> CostScorer:
     """The scorer for ``--target``/``--min-gain``/``--min-overlap``/``--allow-merge-only``: a bundled
     target name (see ``list_targets()``) or a JSON path. With ``model``, the engine map of that model
     and target comes along: ``engines`` (a file), else one found beside the model or in the cache;
-    ``use_schedule=False`` decides by the estimated baselines even where that map holds QNN's schedule."""
+    ``use_schedule=False`` decides by the estimated baselines even where that map holds QNN's schedule;
+    ``as_designed`` prices the design's fused node instead of the package as generated (scorer.py)."""
     from hexfuse.graph_passes.cost.scorer import CostScorer
 
     loaded = target if isinstance(target, Target) else load_target(target)
-    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only, use_schedule=use_schedule)
+    scorer = CostScorer(loaded, min_gain, min_overlap, allow_merge_only, use_schedule=use_schedule,
+                        as_designed=as_designed)
     if model is not None and Path(model).is_file():  # else the loader says what is wrong with the path
         from hexfuse.graph_passes.engines.engine_map import find_engine_map
         from hexfuse.graph_passes.load.io import file_sha256

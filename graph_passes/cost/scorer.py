@@ -12,6 +12,13 @@ On HTP a group is fused only where its tasks are predicted to overlap on their e
 > 0): entry merging alone rests on the per-op estimates and, with the matrix task expanded into QNN's
 own ops, mostly disappears. ``allow_merge_only`` lifts that rule.
 
+The fused node is priced as the package builds it (op_package/htp_expand.py): every task but the matrix
+work is a package op on an HVX thread, so a group needs matrix work on HMX to overlap anything; and what
+holds the group together (entry, joins, their ports in main memory, QNN's copies for them) is added to
+both fused runs, priced as the replay prices those ops (``package_ns``). ``as_designed`` prices instead
+the design's fused node (DESIGN.md: one entry, task tensors resident in VTCM, a DMA lane): a what-if
+ceiling for a package that does not exist, and what the rewrite's mechanics are tested with.
+
 Where the engine map carries QNN's schedule of the original (engine_map.py), that schedule decides
 instead (schedule_verdict.py): the group's fused form is replayed against the original, per instance,
 and the estimated baselines stay in the details for the report.
@@ -32,7 +39,8 @@ from hexfuse.graph_passes.cost.baselines import (
     vtcm_ordered,
 )
 from hexfuse.graph_passes.cost.opcost import Storage, TaskCost, task_cost
-from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
+from hexfuse.graph_passes.cost.replay import expansion
+from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge, group_of
 from hexfuse.graph_passes.cost.simulate import Infeasible, simulate
 from hexfuse.graph_passes.cost.target import Target
 from hexfuse.graph_passes.engines.engine_map import EngineMap
@@ -53,6 +61,7 @@ class CostScorer:
     engines: EngineMap | None = None  # the model's engine map (engine_map.py): what QNN runs per node
     engines_note: str = ""  # where that map came from, or why there is none (reports print it)
     use_schedule: bool = True  # where the map holds QNN's schedule, its replay decides (schedule_verdict.py)
+    as_designed: bool = False  # what-if: price the fused node as DESIGN.md designs it, not as the package builds it
     name: str = "cost"
     _tasks: dict[tuple, TaskCost] = field(default_factory=dict, repr=False)
     _alone: dict[tuple, float] = field(default_factory=dict, repr=False)
@@ -95,11 +104,12 @@ class CostScorer:
     # -- the Scorer protocol ---------------------------------------------------------------------
     def score(self, op: FusedOp) -> Verdict:
         keys, costs = self.task_costs(op)
-        group_key = tuple(keys)  # details name tasks by position, so order is part of the key
+        package = self.package_ns(op)
+        group_key = (tuple(keys), package)  # details name tasks by position, so order is part of the key
         cached = self._verdicts.get(group_key)
         if cached is not None:
             return self._with_schedule(op, cached)
-        verdict = self._score(keys, costs)
+        verdict = self._score(keys, costs, package)
         if len(self._verdicts) < CACHE_LIMIT:
             self._verdicts[group_key] = verdict
         return self._with_schedule(op, verdict)
@@ -125,12 +135,20 @@ class CostScorer:
             return estimated
         return judge.verdict(op)  # the estimated baselines would contradict it: they are left out
 
+    def package_ns(self, op: FusedOp) -> float:
+        """What the HTP package as generated adds to hold ``op`` together: its entry and joins, its ops'
+        ports in main memory, QNN's copies for them (replay.expansion, as the replay prices them; the
+        simulator's schedules of fused models show them, docs/schedule.md section 2). None of it with
+        ``as_designed``: the design's single entry, which the package does not build (docs/htp.md section 3)."""
+        return 0.0 if self.as_designed else expansion(self.target, group_of(op)).total_ns
+
     def predict(self, op: FusedOp) -> Baselines:
         """Full prediction with schedules (for timelines and reports), once per group structure."""
         keys, costs = self.task_costs(op)
-        cached = self._predictions.get(tuple(keys))
+        package = self.package_ns(op)
+        cached = self._predictions.get((tuple(keys), package))
         if cached is None:
-            cached = self._predictions[tuple(keys)] = predict(costs, self.target)
+            cached = self._predictions[(tuple(keys), package)] = predict(costs, self.target, package_ns=package)
         return cached
 
     def serial_ns(self, op: FusedOp) -> float:
@@ -138,31 +156,37 @@ class CostScorer:
         keys, costs = self.task_costs(op)
         return sum(self._alone_ns(k, c) for k, c in zip(keys, costs)) + overhead_ns(costs, self.target)
 
-    def _score(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
+    def _score(self, keys: list[tuple], costs: list[TaskCost], package: float) -> Verdict:
         try:
-            return self._score_feasible(keys, costs)
+            return self._score_feasible(keys, costs, package)
         except Infeasible as exc:  # a task alone, or every concurrent VTCM split, cannot hold one tile
             need = sum(c.min_tile_bytes for c in costs) / 2**20
             return Verdict(False, 0.0, f"VTCM overflow: needs {need:.2f} MB > {self.target.vtcm_mb:g} MB and "
                            f"tiling does not fit ({exc})", {})
 
-    def _score_feasible(self, keys: list[tuple], costs: list[TaskCost]) -> Verdict:
+    def _score_feasible(self, keys: list[tuple], costs: list[TaskCost], package: float) -> Verdict:
         target = self.target
+        if not self.as_designed and not any(c.main_lane == "hmx" for c in costs):
+            return Verdict(False, 0.0, (
+                "no HMX work: on HTP the package runs every task but the matrix work on an HVX thread (a DMA task "
+                "too), beside QNN's own vector ops, which its HVX threads already run side by side; without matrix "
+                "work on HMX there is no second engine to overlap (--as-designed prices the design's lanes)"), {})
         alone = [self._alone_ns(k, c) for k, c in zip(keys, costs)]
         details = {f"task{i}.{c.engine}_ns": round(a, 1) for i, (c, a) in enumerate(zip(costs, alone))}
         plans0 = [alone_plan(c, target) for c in costs]
         t2 = best_existing(costs, plans0, alone, target)
-        bound = _lower_bound(costs, target)
+        bound = _lower_bound(costs, target) + package
         if 1.0 - bound / t2 < self.min_gain:
-            reason = self._why_not(costs, alone) or (
+            reason = self._why_not(costs, alone) or _package_cost(package, t2, bound, self.min_gain) or (
                 f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
-            details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1))
+            details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1), package_ns=round(package, 1))
             return Verdict(False, max(0.0, 1.0 - bound / t2), reason, details)
-        base = predict(costs, target)
+        base = predict(costs, target, package_ns=package)
         details.update(baseline_details(base, costs))
         gain = base.gain
         if gain < self.min_gain:
-            reason = self._why_not(costs, alone) or f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}"
+            reason = self._why_not(costs, alone) or _package_cost(package, t2, base.t4_fused_concurrent, self.min_gain) or (
+                f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}")
             return Verdict(False, gain, reason, details)
         if not self.allow_merge_only and base.t3_fused_serial - base.t4_fused_concurrent < MIN_OVERLAP_NS:
             reason = self._why_not(costs, alone) or "the tasks do not overlap on their engines"
@@ -223,6 +247,15 @@ def _lower_bound(costs: list[TaskCost], target: Target) -> float:
     return max(hmx, dma, hvx, task_ops) + target.dispatch_ns * ops + target.hvx_launch_ns * launches
 
 
+def _package_cost(package: float, t2: float, t4: float, margin: float) -> str:
+    """The reason where the group would pass the margin but for what holding it together adds."""
+    if package <= 0 or 1.0 - (t4 - package) / t2 < margin:
+        return ""
+    return (f"package: holding the group together adds {package / 1e3:.2f} us (the package's entry and joins, their "
+            f"ports in main memory, QNN's copies for them); with it fused saves {1.0 - t4 / t2:.1%}, without it "
+            f"{1.0 - (t4 - package) / t2:.1%}, margin {margin:.0%} (--as-designed prices the design's single VTCM entry)")
+
+
 def _share(part: float, whole: float) -> str:
     return f"{part / whole:.0%}" if whole > 0 else "all"
 
@@ -240,6 +273,7 @@ def baseline_details(base: Baselines, costs: list[TaskCost]) -> dict[str, float]
         "dispatch_ns": base.dispatch_ns, "hvx_launch_ns": base.hvx_launch_ns,
         "saved_ns": round(base.saved_ns, 1), "saved_by_dispatch_ns": round(base.dispatch_saved_ns, 1),
         "saved_by_hvx_launch_ns": round(base.launch_saved_ns, 1), "vtcm_ordered": float(base.vtcm_ordered),
+        "package_ns": round(base.package_ns, 1),
     }
     for i, plan in enumerate(base.choice.plans):  # tasks by position in the group
         details[f"quota.task{i}.hvx_contexts"] = float(plan.hvx_contexts)

@@ -8,7 +8,7 @@ from tests.cost.specs import fused, matmul_task, vector_task
 
 
 def _padding(rows: int) -> tuple[float, float]:
-    scorer = scorer_for("sm8550", 0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True)
     op = fused(matmul_task(f"m{rows}", rows, 64, 64))
     cost = scorer.task_costs(op)[1]
     return row_padding_ns(op, cost, scorer.target.hmx_tile), cost[0].ops[0].main_ns
@@ -26,7 +26,7 @@ def test_rows_below_a_tile_pay_for_the_whole_tile():
 def test_structurally_equal_tasks_are_padded_by_their_own_shapes():
     """The scorer shares one TaskCost between equal tasks (naming the first one's nodes): padding must
     still find this op's matrix nodes."""
-    scorer = scorer_for("sm8550", 0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True)
     first = fused(matmul_task("a", 16, 64, 64), vector_task("v", (16, 64)))
     second = fused(matmul_task("b", 16, 64, 64), vector_task("w", (16, 64)))
     costs = [scorer.task_costs(op)[1] for op in (first, second)]
@@ -36,7 +36,7 @@ def test_structurally_equal_tasks_are_padded_by_their_own_shapes():
 
 
 def test_model_time_adds_unfused_tasks_groups_and_padding():
-    scorer = scorer_for("sm8550", 0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True)
     single = fused(matmul_task("s", 16, 64, 64))
     group = fused(matmul_task("g", 16, 64, 64), vector_task("gv", (16, 64)))
     verdict = scorer.score(group)

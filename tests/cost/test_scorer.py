@@ -22,7 +22,7 @@ BASELINES = ("t1_serial", "t2_best_existing", "t3_fused_serial", "t4_fused_concu
 
 @pytest.fixture(scope="module")
 def inception():
-    scorer = CostScorer(load_target("sm8550"), 0.1)
+    scorer = CostScorer(load_target("sm8550"), 0.1, as_designed=True)
     # the host executor: on HTP the Conv + folded Relu tasks wait for a QNN translation of the Relu
     return scorer, pipeline.analyze_model(LIGHT / "light_inception_v1.onnx", scorer, None)
 
@@ -43,12 +43,12 @@ def test_pass_fuses_only_groups_that_clear_the_margin(inception):
 
 
 def test_negative_control_fuses_nothing():
-    result = analyze_model(LIGHT / "light_bvlc_alexnet.onnx", scorer=CostScorer(load_target("sm8650"), 0.1))
+    result = analyze_model(LIGHT / "light_bvlc_alexnet.onnx", scorer=CostScorer(load_target("sm8650"), 0.1, as_designed=True))
     assert not result.fused_ops
 
 
 def test_scoring_is_cached_and_fast():
-    scorer = CostScorer(load_target("sm8750"), 0.1)
+    scorer = CostScorer(load_target("sm8750"), 0.1, as_designed=True)
     ops = [fused(matmul_task(f"m{i}", 256, 512, 512), vector_task(f"v{i}", (512, 256 + 32 * i), "Softmax"))
            for i in range(20)]
     start = time.perf_counter()
@@ -91,15 +91,75 @@ def test_trace_is_compact_and_the_png_is_drawn_only_when_asked(inception, tmp_pa
 
 
 def test_scorer_for_names_and_paths():
-    assert scorer_for("v73", 0.2).target.name == "sm8550"
-    assert scorer_for("v73", 0.2).min_gain == 0.2
+    assert scorer_for("v73", 0.2, as_designed=True).target.name == "sm8550"
+    assert scorer_for("v73", 0.2, as_designed=True).min_gain == 0.2
 
 
 def test_min_overlap_separates_engine_overlap_from_entry_merging():
     op = fused(matmul_task("m", 512, 512, 512), vector_task("v", (512, 2048), "Softmax"))
     target = load_target("sm8550")
-    plain = CostScorer(target, min_gain=0.0).score(op)
+    plain = CostScorer(target, min_gain=0.0, as_designed=True).score(op)
     assert plain.accepted and plain.details["overlap_gain"] > 0.05
-    strict = CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] + 0.01).score(op)
+    strict = CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] + 0.01, as_designed=True).score(op)
     assert not strict.accepted and "little overlap" in strict.reason
-    assert CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] - 0.01).score(op).accepted
+    assert CostScorer(target, min_gain=0.0, min_overlap=plain.details["overlap_gain"] - 0.01, as_designed=True).score(op).accepted
+
+
+# --- the fused node priced as the generated package builds it (the default) ---------------------------
+def test_the_package_as_built_adds_what_the_replay_prices_to_both_fused_runs():
+    """Entry, joins, ports in main memory and QNN's copies: replay.expansion of the group's bytes, on the
+    critical path of t3 and t4; the estimated baselines of the tasks themselves are unchanged."""
+    from hexfuse.graph_passes.cost.replay import expansion
+    from hexfuse.graph_passes.cost.schedule_verdict import group_of
+
+    target = load_target("sm8650")
+    op = fused(matmul_task("m", 1024, 2048, 2048), vector_task("v", (2048, 2048), "Softmax"))
+    built, designed = CostScorer(target, 0.1).predict(op), CostScorer(target, 0.1, as_designed=True).predict(op)
+    package = expansion(target, group_of(op)).total_ns
+    assert package > 2 * target.qnn_op_ns  # an entry and a join at least, plus bytes
+    assert built.package_ns == package and designed.package_ns == 0.0
+    assert built.t3_fused_serial - designed.t3_fused_serial == pytest.approx(package)
+    assert built.t4_fused_concurrent - designed.t4_fused_concurrent == pytest.approx(package)
+    assert (built.t1_serial, built.t2_best_existing) == (designed.t1_serial, designed.t2_best_existing)
+    assert built.fused_overhead_ns - designed.fused_overhead_ns == pytest.approx(package)
+
+
+def test_a_group_that_clears_the_margin_only_as_designed_says_what_the_package_adds():
+    target = load_target("sm8650")
+    op = fused(matmul_task("m", 64, 256, 256), vector_task("v", (256, 256), "Softmax"))
+    designed = CostScorer(target, 0.1, as_designed=True).score(op)
+    built = CostScorer(target, 0.1).score(op)
+    assert designed.accepted and not built.accepted
+    assert built.reason.startswith("package: holding the group together adds ")
+    assert "--as-designed" in built.reason and built.details["package_ns"] > 0
+
+
+def test_without_matrix_work_on_hmx_the_package_has_nothing_to_overlap():
+    """Every task but the matrix work is an HVX-thread package op on HTP, a DMA task too."""
+    from tests.cost.specs import dma_task
+
+    target = load_target("sm8550")
+    op = fused(vector_task("v", (2048, 1024), "Softmax"), dma_task("d", (2048, 1024)))
+    built = CostScorer(target, 0.0, allow_merge_only=True).score(op)
+    assert not built.accepted and built.reason.startswith("no HMX work: ")
+    assert not CostScorer(target, 0.0, allow_merge_only=True, as_designed=True).score(op).reason.startswith("no HMX")
+
+
+@pytest.mark.parametrize("target", ["sm8550", "sm8650"])
+def test_the_defaults_fuse_no_bundled_model_and_the_design_fuses_some(target):
+    """What the simulator's fused graphs and the replay showed (docs/where-it-pays.md), now the estimated
+    model's answer too; as designed, the same candidates are fused (the mechanics the other tests use)."""
+    models = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.onnx"))
+    designed = 0
+    for path in models:
+        built = hexfuse_analyze(path, CostScorer(load_target(target), 0.1, use_schedule=False))
+        assert not built.fused_ops, path.name
+        designed += len(hexfuse_analyze(path, CostScorer(load_target(target), 0.1, use_schedule=False,
+                                                         as_designed=True)).fused_ops)
+    assert designed > 0
+
+
+def hexfuse_analyze(path: Path, scorer: CostScorer):
+    import hexfuse
+
+    return hexfuse.analyze_model(path, scorer)

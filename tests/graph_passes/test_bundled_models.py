@@ -55,7 +55,7 @@ def _fuse(name: str):
     and the positives were chosen under those figures (with QDQ ports priced quantized and the fitted
     constants googlenet_qdq pays no longer: docs/anchors.md)."""
     if name not in _fused_cache:
-        _fused_cache[name] = fuse_model(_path(name), scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN))
+        _fused_cache[name] = fuse_model(_path(name), scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN, as_designed=True))
     return _fused_cache[name]
 
 
@@ -97,14 +97,14 @@ def test_negative_model_fuses_nothing_and_says_why(name):
 @pytest.mark.parametrize("name", LIGHT_HOST_ONLY + FOLDED_ACTIVATION_HOST_ONLY)
 def test_host_only_models_fuse_for_the_host_and_say_why_not_for_htp(name):
     # host rules: DMA lane kept; the folded-activation CNNs with the cost model, whose target folds them
-    scorer = scorer_for("sm8550", 0.1) if name in FOLDED_ACTIVATION_HOST_ONLY else BalanceScorer(min_gain=0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True) if name in FOLDED_ACTIVATION_HOST_ONLY else BalanceScorer(min_gain=0.1)
     host = pipeline.fuse_model(_path(name), scorer, backend=None)
     assert host.changed and host.spec.fused_ops
     diffs = compare_on_cpu(host.analyzed.loaded.raw, host.model_bytes, seed=7)
     assert diffs and all(d.equal for d in diffs)
     # sized for the pre-fit sm8550 figures: with the fitted hvx_launch_ns (2.3 us) merging resnet50's vector
     # tasks pays on HTP (docs/anchors.md)
-    htp = fuse_model(_path(name), scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN))
+    htp = fuse_model(_path(name), scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN, as_designed=True))
     assert not htp.changed and not htp.spec.fused_ops
     reasons = htp.analyzed.selection.reasons.values()
     assert reasons and all(" reaches " in r or "chain" in r or "unbalanced" in r or "merge only" in r
@@ -119,7 +119,7 @@ def test_host_only_models_fuse_for_the_host_and_say_why_not_for_htp(name):
 @pytest.mark.parametrize("name", ["gptj_block_qdq.onnx", "llama_prefill_decode.onnx", "googlenet_qdq.onnx"])
 def test_fusing_again_changes_nothing_and_is_byte_identical(tmp_path, name):
     first = _fuse(name)
-    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN)
+    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN, as_designed=True)
     assert fuse_model(_path(name), scorer).model_bytes == first.model_bytes
     (tmp_path / "fused.onnx").write_bytes(first.model_bytes)
     again = fuse_model(tmp_path / "fused.onnx", scorer)

@@ -47,20 +47,20 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_the_report_and_the_message_name_the_symbolic_dims(exported, tmp_path, capsys):
-    code, out, err = _run(capsys, "analyze", str(exported), "--allow-scalar")
+    code, out, err = _run(capsys, "analyze", str(exported), "--allow-scalar", "--as-designed")
     assert code == 0 and "fused groups: 0" in out
     assert "symbolic dims `batch_size` (x[0], a[0], b[0])" in out and "--fix-dim batch_size=VALUE" in out
     assert "dynamic shapes (symbolic dims batch_size)" in err and "--fix-dim batch_size=VALUE" in err
-    code, out, _ = _run(capsys, "analyze", str(exported), "--allow-scalar", "--json")
+    code, out, _ = _run(capsys, "analyze", str(exported), "--allow-scalar", "--as-designed", "--json")
     assert json.loads(out)["model"]["symbolic_dims"] == {"batch_size": ["x[0]", "a[0]", "b[0]"]}
-    code, _, err = _run(capsys, "fuse", str(exported), "-o", str(tmp_path / "out" / "f.onnx"), "--allow-scalar")
+    code, _, err = _run(capsys, "fuse", str(exported), "-o", str(tmp_path / "out" / "f.onnx"), "--allow-scalar", "--as-designed")
     assert code == 0 and "nothing to fuse" in err and "--fix-dim batch_size=VALUE" in err
     assert "symbolic dims `batch_size`" in (tmp_path / "out" / "f.hexfuse.md").read_text()
 
 
 def test_a_dynamic_batch_export_fuses_after_fix_dim(exported, tmp_path, capsys):
     out = tmp_path / "fused.onnx"
-    code, _, err = _run(capsys, "fuse", str(exported), "-o", str(out), "--allow-scalar", "--fix-dim", "batch_size=8")
+    code, _, err = _run(capsys, "fuse", str(exported), "-o", str(out), "--allow-scalar", "--as-designed", "--fix-dim", "batch_size=8")
     assert code == 0, err
     assert "wrote" in err and "1 fused node " in err  # verified against the file on ONNX Runtime CPU
     fused = onnx.load(out)
@@ -106,5 +106,5 @@ def test_fix_dim_with_micro_batches(tmp_path, capsys):
     path = tmp_path / "tokens.onnx"
     model = dynamic_batch_export("tokens")
     onnx.save(model, path)
-    code, _, err = _run(capsys, "analyze", str(path), "--allow-scalar", "--fix-dim", "tokens=64", "--micro-batches", "2")
+    code, _, err = _run(capsys, "analyze", str(path), "--allow-scalar", "--as-designed", "--fix-dim", "tokens=64", "--micro-batches", "2")
     assert code == 0 and "micro-batches:" in err and "error" not in err, err

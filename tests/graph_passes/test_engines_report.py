@@ -33,7 +33,7 @@ def _analyze(capsys, model: Path, *flags: str) -> tuple[dict, str]:
 
 @pytest.mark.parametrize("name", LMS)
 def test_every_group_says_what_runs_where_how_and_who_decided(capsys, name):
-    data, markdown = _analyze(capsys, ROOT / "models" / name, "--target", "sm8650", "--ignore-schedule")
+    data, markdown = _analyze(capsys, ROOT / "models" / name, "--target", "sm8650", "--ignore-schedule", "--as-designed")
     engines = data["engine_map"]
     assert engines["file"].endswith(f"models/engines/{name.replace('.onnx', '')}.sm8650.json") and engines["htp"]
     assert set(engines["decided_by"]) == {OPTRACE}  # the map covers every compute unit of these models
@@ -63,7 +63,7 @@ def test_every_group_says_what_runs_where_how_and_who_decided(capsys, name):
 
 
 def test_lm_gains_rest_mostly_on_the_estimated_constants_where_vector_chains_merge(capsys):
-    data, _ = _analyze(capsys, ROOT / "models" / "llama_prefill_decode_qdq.onnx", "--target", "sm8650", "--ignore-schedule")
+    data, _ = _analyze(capsys, ROOT / "models" / "llama_prefill_decode_qdq.onnx", "--target", "sm8650", "--ignore-schedule", "--as-designed")
     shares = [g["gain_split"]["estimated_share"] for g in data["groups"]]
     merged = [g for g in data["groups"] if g["gain_split"]["ops"][0] > g["gain_split"]["ops"][1]]
     assert merged and all(g["gain_split"]["estimated_share"] > 0.5 for g in merged)
@@ -71,7 +71,7 @@ def test_lm_gains_rest_mostly_on_the_estimated_constants_where_vector_chains_mer
 
 
 def test_without_a_map_the_rules_decide_and_the_report_says_so(capsys):
-    data, markdown = _analyze(capsys, ROOT / "models" / "gptj_block_qdq.onnx", "--target", "sm8550")
+    data, markdown = _analyze(capsys, ROOT / "models" / "gptj_block_qdq.onnx", "--target", "sm8550", "--as-designed")
     assert data["engine_map"]["file"] is None and set(data["engine_map"]["decided_by"]) == {RULES}
     assert "no engine map for target sm8550" in data["engine_map"]["note"] and "hexfuse engines" in data["engine_map"]["note"]
     assert all(task["engines"]["decided_by"] == RULES for g in data["groups"] for task in g["tasks"])
@@ -80,8 +80,8 @@ def test_without_a_map_the_rules_decide_and_the_report_says_so(capsys):
 
 def test_allow_merge_only_fuses_at_least_as_much(capsys):
     model = ROOT / "models" / "llama_prefill_decode_qdq.onnx"
-    strict, _ = _analyze(capsys, model, "--target", "sm8650", "--ignore-schedule")
-    loose, _ = _analyze(capsys, model, "--target", "sm8650", "--ignore-schedule", "--allow-merge-only")
+    strict, _ = _analyze(capsys, model, "--target", "sm8650", "--ignore-schedule", "--as-designed")
+    loose, _ = _analyze(capsys, model, "--target", "sm8650", "--ignore-schedule", "--as-designed", "--allow-merge-only")
     assert loose["allow_merge_only"] and not strict["allow_merge_only"]
     assert len(loose["groups"]) >= len(strict["groups"])
     merge_only = [r for r in (t["reason"] for t in strict["not_fused"]["tasks"]) if "merge only: " in r]

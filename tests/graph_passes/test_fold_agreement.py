@@ -50,7 +50,7 @@ NOT_FOLDED_BY_RULES = {
 
 def _units(model: Path, target: str):
     """Rule-based analysis (no engine map) of ``model`` for ``target``: node name -> unit core's name."""
-    result = analyze_model(model, scorer_for(load_target(target), 0.1), None)
+    result = analyze_model(model, scorer_for(load_target(target), 0.1, as_designed=True), None)
     analysis = result.analysis
     flat, units = analysis.flat, analysis.units
     core_of = {}
@@ -122,7 +122,7 @@ def _lone_folded_activations(result) -> list[str]:
 def test_light_models_pair_no_matrix_op_with_its_own_folded_activation(target, allow_scalar):
     lone = []
     for model in LIGHT_MODELS:
-        result = hexfuse.analyze_model(model, scorer_for(target, 0.1), allow_scalar=allow_scalar)
+        result = hexfuse.analyze_model(model, scorer_for(target, 0.1, as_designed=True), allow_scalar=allow_scalar)
         analysis = result.analysis
         flat = analysis.flat
         for index in range(flat.node_count):  # every activation right after a weighted Conv joined its unit

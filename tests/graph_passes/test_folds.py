@@ -15,8 +15,8 @@ from hexfuse.graph_passes.spec.builder import fused_op_spec
 from hexfuse.tools.synthetic import stacked_lm
 from tests import builders
 
-FOLDING = scorer_for("sm8550", 0.0)
-NOT_FOLDING = scorer_for(load_target("sm8550").with_values(folds=frozenset()), 0.0)
+FOLDING = scorer_for("sm8550", 0.0, as_designed=True)
+NOT_FOLDING = scorer_for(load_target("sm8550").with_values(folds=frozenset()), 0.0, as_designed=True)
 
 
 def _unit_of(result, name: str) -> tuple[list[str], Engine]:

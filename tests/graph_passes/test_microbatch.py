@@ -166,12 +166,12 @@ def test_splitting_a_split_model_is_refused(tmp_path):
 
 
 def _scorer():
-    return scorer_for(estimated("sm8550"), 0.1)  # the chains below are sized for its resident_mb and overheads
+    return scorer_for(estimated("sm8550"), 0.1, as_designed=True)  # the chains below are sized for its resident_mb and overheads
 
 
 def test_mlp_chain_has_no_vector_work_left_to_overlap_once_activations_fold():
     """QNN runs mlp_chain's Relu and Tanh inside the MatMuls' HMX kernels: the slices have nothing to pair."""
-    result, decision = fuse_micro_batched(MLP_CHAIN, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True),
+    result, decision = fuse_micro_batched(MLP_CHAIN, 2, scorer_for("sm8550", 0.0, as_designed=True), backend(allow_scalar=True),
                                           always=True, force=True)
     assert decision.split and not result.spec.fused_ops
     analysis = result.analyzed.analysis
@@ -187,7 +187,7 @@ def test_chain_fuses_only_after_micro_batching_and_stays_exact(tmp_path):
     # margin 0: on HTP the 8-row slices' groups save only their overlap (the matrix task keeps its QNN
     # ops and their dispatches), below the default 10% margin; the whole split is predicted slower
     # than unsplit (the copies' dispatches), so only --force writes it; the split is under test here
-    result, decision = fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True),
+    result, decision = fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0, as_designed=True), backend(allow_scalar=True),
                                           always=True, force=True)
     assert decision.split and "split into 2 (--split always --force: predicted slower)" in decision.reason
     ops = result.spec.fused_ops
@@ -206,8 +206,8 @@ def test_chain_fuses_only_after_micro_batching_and_stays_exact(tmp_path):
 def test_split_predicted_slower_is_refused_without_force(tmp_path):
     chain = mm.elu_chain(tmp_path / "elu_chain.onnx")
     with pytest.raises(HexfuseError, match=r"--split always: the split model is predicted \d+\.\d\dx slower .*--force"):
-        fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True), always=True)
-    _, decision = fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0), backend(allow_scalar=True), always=True,
+        fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0, as_designed=True), backend(allow_scalar=True), always=True)
+    _, decision = fuse_micro_batched(chain, 2, scorer_for("sm8550", 0.0, as_designed=True), backend(allow_scalar=True), always=True,
                                      force=True)
     assert decision.split_time.total_ns > decision.unsplit_time.total_ns  # what the refusal was about
 
@@ -286,7 +286,7 @@ def test_cli_micro_batches_writes_byte_identical_outputs_and_leaves_input_alone(
     outputs = []
     for name in ("a", "b"):
         code, err = _cli(capsys, "fuse", str(source), "-o", str(tmp_path / f"{name}.onnx"), "--micro-batches", "2",
-                         "--split", "always", "--force", "--min-gain", "0", "--allow-scalar")  # see the tests above
+                         "--split", "always", "--force", "--min-gain", "0", "--as-designed", "--allow-scalar")  # see the tests above
         assert code == 0, err
         # bias Adds fold into the MatMul tasks; of the slice pairs, two overlap on their engines and fuse
         assert "micro-batches: split into 2" in err and "2 fused nodes" in err
@@ -334,7 +334,7 @@ def test_split_and_fused_qdq_chain_matches_the_original_on_qnn_htp(tmp_path, cap
     target = tmp_path / "v73_estimates.json"  # the chain is sized for the pre-fit sm8550 figures
     target.write_text(json.dumps(target_to_dict(estimated("sm8550"))))
     code, err = _cli(capsys, "fuse", source, "-o", str(tmp_path / "fused.onnx"), "--micro-batches", "2", "--split", "always",
-                     "--target", str(target), "--force", "--min-gain", "0")  # predicted slower: the numerics are under test
+                     "--target", str(target), "--force", "--min-gain", "0", "--as-designed")  # predicted slower: the numerics are under test
     assert code == 0 and "split into 2" in err and " fused nodes" in err and " 0 fused nodes" not in err, err
     done = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("qnn_compare.py")), source, str(tmp_path / "fused.onnx")],

@@ -38,7 +38,7 @@ def _in_file(label: str, file: onnx.GraphProto) -> bool:
 @pytest.fixture(scope="module")
 def inception():
     path = builders.light_model("inception_v2")
-    scorer = scorer_for("sm8550", 0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True)
     # the host executor: on HTP these groups wait for a QNN translation of the folded Relu (op_package/qnn_ops.py)
     return onnx.load(path).graph, analysis_report(pipeline.analyze_model(path, scorer, None), scorer, "analysis")
 
@@ -77,7 +77,7 @@ def test_analyze_json_carries_times_split_target_and_reasons(capsys, tmp_path):
     target = tmp_path / "sm8550.json"  # the pre-fit figures, under which googlenet_qdq has groups that pay
     target.write_text(json.dumps(target_to_dict(estimated("sm8550"))))
     assert main(["analyze", str(Path(__file__).resolve().parents[2] / "models" / "googlenet_qdq.onnx"), "--json",
-                 "--target", str(target)]) == 0
+                 "--target", str(target), "--as-designed"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["target"] == "sm8550" and data["summary"]["serial_us"] > 0
     group = data["groups"][0]
@@ -89,7 +89,7 @@ def test_analyze_json_carries_times_split_target_and_reasons(capsys, tmp_path):
 
 def test_qdq_groups_are_named_by_their_compute_op():
     path = Path(__file__).resolve().parents[2] / "models" / "gptj_block_qdq.onnx"
-    scorer = scorer_for("sm8550", 0.1)
+    scorer = scorer_for("sm8550", 0.1, as_designed=True)
     data = analysis_report(analyze_model(path, scorer), scorer, "analysis")
     assert data["groups"]
     for group in data["groups"]:

@@ -93,7 +93,7 @@ def test_runs_of_ready_slots_give_the_order_walking_every_slot_gives(tmp_path, s
     from hexfuse.graph_passes.cost.cli import scorer_for
 
     path = bundled_or_lm(tmp_path, source, layers=8)
-    analyzed = pipeline.analyze_model(path, scorer_for("sm8650", -1e9))  # every candidate the pass may fuse
+    analyzed = pipeline.analyze_model(path, scorer_for("sm8650", -1e9, as_designed=True))  # every candidate the pass may fuse
     flat = analyzed.analysis.flat
     calls = [Call(n.op, n.node_name, n.nodes, n.inputs, n.outputs) for n in analyzed.fused_nodes]
     slots = _slots(flat, calls)

@@ -40,7 +40,7 @@ def hostile_package(tmp_path_factory) -> Path:
     model = tmp_path / "m.onnx"
     model.write_bytes(named_two_branch(TENSOR_NAMES).SerializeToString())
     fused = tmp_path / OUTPUT_NAME
-    assert main(["fuse", str(model), "-o", str(fused), "--min-gain", "0", "--allow-scalar"]) == 0
+    assert main(["fuse", str(model), "-o", str(fused), "--min-gain", "0", "--as-designed", "--allow-scalar"]) == 0
     spec_file = fused.with_suffix(".hexfuse.json")
     spec = json.loads(spec_file.read_text())
     spec["fused_ops"][0]["tasks"][0]["id"] = TASK_ID  # the spec is a file anyone can edit
@@ -105,7 +105,7 @@ def test_tensor_names_cannot_break_the_xml(hostile_package):
 def test_spec_attributes_of_the_wrong_type_are_refused(tmp_path, capsys, attribute, value, needle):
     model = tmp_path / "m.onnx"
     model.write_bytes(named_two_branch(["x", "w", "y", "sm", "two", "s", "a", "b", "c"]).SerializeToString())
-    assert run(capsys, "fuse", model, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")[0] == 0
+    assert run(capsys, "fuse", model, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")[0] == 0
     spec_file = tmp_path / "f.hexfuse.json"
     spec = json.loads(spec_file.read_text())
     node = next(n for t in spec["fused_ops"][0]["tasks"] for n in t["nodes"] if n["op_type"] == "Softmax")
@@ -120,7 +120,7 @@ def test_a_lowering_rule_printing_raw_text_is_refused(tmp_path, capsys, monkeypa
     """Defense in depth: should a lowering rule ever print a model string as code, the renderer refuses."""
     model = tmp_path / "m.onnx"
     model.write_bytes(named_two_branch(["x", "w", "y", "sm", "two", "s", "a", "b", "c"]).SerializeToString())
-    assert run(capsys, "fuse", model, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")[0] == 0
+    assert run(capsys, "fuse", model, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")[0] == 0
     spec = load_spec(str(tmp_path / "f.hexfuse.json"))
     original = RULES["Softmax"]
 

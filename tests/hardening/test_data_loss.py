@@ -21,7 +21,7 @@ from tests.hardening._support import one_error, run, snapshot
 def fused(tmp_path, capsys) -> Path:
     builders.save(builders.two_branch(32), tmp_path / "m.onnx")
     (tmp_path / "notes.txt").write_text("the user's own file")
-    code, err = run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0, err
     return tmp_path / "f.onnx"
 

@@ -27,7 +27,7 @@ def fused(tmp_path_factory) -> Path:
     """A fused model with its spec (bundle's second input)."""
     folder = tmp_path_factory.mktemp("fused")
     (folder / "m.onnx").write_bytes(named_two_branch(NAMES).SerializeToString())
-    assert main(["fuse", str(folder / "m.onnx"), "-o", str(folder / "f.onnx"), "--min-gain", "0", "--allow-scalar",
+    assert main(["fuse", str(folder / "m.onnx"), "-o", str(folder / "f.onnx"), "--min-gain", "0", "--as-designed", "--allow-scalar",
                  "--no-verify"]) == 0
     return folder / "f.onnx"
 
@@ -167,7 +167,7 @@ def test_a_failed_cpu_run_in_ab_is_one_line_without_ort_s_own_log(tmp_path, capf
 
     model = builders.save(builders.embedding_branches(rows=10), tmp_path / "m.onnx")
     np.savez(tmp_path / "ids.npz", ids=np.full((1, 8), 99, np.int64))
-    assert main(["fuse", model, "-o", str(tmp_path / "f.onnx"), "--min-gain", "0", "--allow-scalar", "--no-verify"]) == 0
+    assert main(["fuse", model, "-o", str(tmp_path / "f.onnx"), "--min-gain", "0", "--as-designed", "--allow-scalar", "--no-verify"]) == 0
     capfd.readouterr()
     code = main(["ab", model, str(tmp_path / "f.onnx"), "--inputs", str(tmp_path / "ids.npz"), "--no-cpu-package", "-q"])
     err = capfd.readouterr().err  # file descriptor 2: ORT's C++ logger writes there, not to sys.stderr

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def fused(tmp_path, capsys) -> Path:
     source = builders.save(builders.two_branch(96), tmp_path / "in.onnx")
     out = tmp_path / "fused" / "f.onnx"
-    code, err = run(capsys, "fuse", source, "-o", out, "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", out, "--allow-scalar", "--as-designed")
     assert code == 0 and "1 fused node " in err, err
     return out
 
@@ -106,7 +106,7 @@ def test_two_fuse_runs_onto_one_output_leave_a_model_beside_its_own_spec(tmp_pat
     a = builders.save(builders.two_branch(96), tmp_path / "a.onnx")
     b = builders.save(builders.two_branch(128), tmp_path / "b.onnx")
     out = tmp_path / "out" / "f.onnx"
-    procs = [subprocess.Popen([sys.executable, "-m", "hexfuse", "fuse", src, "-o", str(out), "--allow-scalar"],
+    procs = [subprocess.Popen([sys.executable, "-m", "hexfuse", "fuse", src, "-o", str(out), "--allow-scalar", "--as-designed"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT) for src in (a, b)]
     codes = [p.wait(timeout=300) for p in procs]
     assert codes == [0, 0], [p.stderr.read().decode() for p in procs]

@@ -42,7 +42,7 @@ def _check(tmp: Path, names: list[str], file_name: str, build: bool) -> None:
     source = tmp / "in.onnx"
     source.write_bytes(named_two_branch(names).SerializeToString())
     fused = tmp / file_name
-    assert main(["fuse", str(source), "-o", str(fused), "--min-gain", "0", "--allow-scalar", *(["--no-verify"] * (not build))]) == 0
+    assert main(["fuse", str(source), "-o", str(fused), "--min-gain", "0", "--as-designed", "--allow-scalar", *(["--no-verify"] * (not build))]) == 0
     argv = ["oppkg", str(fused), "-o", str(tmp / "pkg")] + (["--build", "host"] if build else [])
     assert main(argv) == 0
     generated = {p.relative_to(tmp / "pkg").as_posix(): p.read_text() for p in (tmp / "pkg").rglob("*")

@@ -22,7 +22,7 @@ from tests.hardening._support import one_error, run, snapshot, spec_matches_mode
 
 
 def _fuse(capsys, source, out) -> None:
-    code, err = run(capsys, "fuse", source, "-o", out, "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", out, "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0, err
 
 
@@ -54,7 +54,7 @@ def _kill_on(monkeypatch, target, name: str, call: int, signum: int) -> None:
 def test_a_signal_during_the_write_leaves_all_old_or_all_new(runs, capsys, monkeypatch, step, call):
     folder, b, old, new = runs
     _kill_on(monkeypatch, io_module if step == "_stage" else os, step, call, signal.SIGTERM)
-    code, err = run(capsys, "fuse", b, "-o", folder / "out" / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", b, "-o", folder / "out" / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 128 + signal.SIGTERM and "stopped by SIGTERM" in one_error(err)
     after = snapshot(folder / "out")
     assert after == (new if step == "replace" else old)  # renames run with the signal held back
@@ -65,7 +65,7 @@ def test_a_signal_during_the_write_leaves_all_old_or_all_new(runs, capsys, monke
 def test_ctrl_c_during_the_write_is_the_same(runs, capsys, monkeypatch):
     folder, b, old, _ = runs
     _kill_on(monkeypatch, io_module, "_stage", 2, signal.SIGINT)
-    code, err = run(capsys, "fuse", b, "-o", folder / "out" / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", b, "-o", folder / "out" / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 130 and "stopped by SIGINT" in one_error(err)
     assert snapshot(folder / "out") == old and temporaries(folder / "out") == []
 
@@ -87,7 +87,7 @@ def test_a_real_sigterm_at_any_moment_leaves_a_consistent_folder(tmp_path):
     source = Path(__file__).resolve().parents[2] / "models" / "gptj_block.onnx"
     out = tmp_path / "f.onnx"
     for delay in (0.25, 0.45, 0.65):
-        proc = subprocess.Popen([sys.executable, "-m", "hexfuse", "fuse", str(source), "-o", str(out)],
+        proc = subprocess.Popen([sys.executable, "-m", "hexfuse", "fuse", str(source), "-o", str(out), "--as-designed"],
                                 stderr=subprocess.PIPE, text=True)
         try:
             proc.wait(timeout=delay)

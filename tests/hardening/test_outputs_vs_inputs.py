@@ -46,7 +46,7 @@ def test_outputs_never_overwrite_the_input_or_its_sidecars(tmp_path, capsys, inp
         if not (tmp_path / sidecar).exists():
             (tmp_path / sidecar).write_text("kept")
     before = snapshot(tmp_path)
-    code, err = run(capsys, "fuse", tmp_path / input_name, "-o", tmp_path / output_name, "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", tmp_path / input_name, "-o", tmp_path / output_name, "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 1 and "refusing to overwrite" in one_error(err)
     assert snapshot(tmp_path) == before
 
@@ -57,7 +57,7 @@ def test_links_to_the_input_are_the_input(tmp_path, capsys, link):
     alias = tmp_path / "alias.onnx"
     (os.symlink if link == "symlink" else os.link)(source, alias)
     before = source.read_bytes()
-    code, err = run(capsys, "fuse", source, "-o", alias, "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", alias, "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 1 and "the input model" in one_error(err)
     assert source.read_bytes() == before
 
@@ -76,7 +76,7 @@ def test_merge_never_overwrites_an_input_or_its_sidecars(tmp_path, capsys):
 def test_ab_report_dir_never_overwrites_what_it_reads(tmp_path, capsys):
     original = tmp_path / "report.json"  # a model named like a report file
     original.write_bytes(builders.two_branch(32).SerializeToString())
-    code, err = run(capsys, "fuse", original, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", original, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0, err
     before = snapshot(tmp_path)
     code, err = run(capsys, "ab", original, tmp_path / "f.onnx", "-o", tmp_path, "--no-cpu-package", "-q")
@@ -90,7 +90,7 @@ def test_copies_of_external_data_models_are_self_contained(tmp_path, capsys, mod
     (tmp_path / "in").mkdir()
     source = _external(tmp_path / "in", getattr(builders, model)(32))
     out = tmp_path / "elsewhere" / "out.onnx"
-    assert run(capsys, "fuse", source, "-o", out, "--allow-scalar")[0] == 0
+    assert run(capsys, "fuse", source, "-o", out, "--allow-scalar", "--as-designed")[0] == 0
     assert sorted(p.name for p in out.parent.iterdir()) == sorted(
         p for p in ("out.onnx", "out.hexfuse.json", "out.hexfuse.md", "out.timeline.json")
         if model == "two_branch" or p != "out.timeline.json")
@@ -137,7 +137,7 @@ def test_a_timeline_of_an_earlier_fusion_does_not_stay_beside_a_new_model(tmp_pa
     fusable, plain = (builders.save(m, tmp_path / n) for m, n in ((builders.two_branch(32), "a.onnx"),
                                                                   (builders.chain(32), "b.onnx")))
     out = tmp_path / "out" / "m.onnx"
-    assert run(capsys, "fuse", fusable, "-o", out, "--min-gain", "0", "--allow-scalar", "--no-verify")[0] == 0
+    assert run(capsys, "fuse", fusable, "-o", out, "--min-gain", "0", "--as-designed", "--allow-scalar", "--no-verify")[0] == 0
     assert (tmp_path / "out" / "m.timeline.json").is_file()
     assert run(capsys, "fuse", plain, "-o", out, "--no-verify")[0] == 0
     assert sorted(p.name for p in out.parent.iterdir()) == ["m.hexfuse.json", "m.hexfuse.md", "m.onnx"]

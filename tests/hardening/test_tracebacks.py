@@ -24,7 +24,7 @@ def fused(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("fused")
     (folder / "m.onnx").write_bytes(named_two_branch(NAMES).SerializeToString())
-    assert main(["fuse", str(folder / "m.onnx"), "-o", str(folder / "f.onnx"), "--min-gain", "0", "--allow-scalar"]) == 0
+    assert main(["fuse", str(folder / "m.onnx"), "-o", str(folder / "f.onnx"), "--min-gain", "0", "--as-designed", "--allow-scalar"]) == 0
     return folder / "f.onnx"
 
 
@@ -105,9 +105,9 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
     return {
         "fuse into /proc": (["fuse", str(model), "-o", "/proc/hexfuse/f.onnx"], "cannot create output directory"),
         "oppkg into /proc": (["oppkg", str(tmp / "f.onnx"), "-o", "/proc/hexfuse_pkg"], "cannot"),
-        "fuse, int64-max input dimension": (["fuse", str(huge), "-o", str(tmp / "o1.onnx"), "--min-gain", "0", "--allow-scalar"],
+        "fuse, int64-max input dimension": (["fuse", str(huge), "-o", str(tmp / "o1.onnx"), "--min-gain", "0", "--as-designed", "--allow-scalar"],
                                             "verification cannot generate input 'z'"),
-        "fuse, sequence input": (["fuse", str(seq), "-o", str(tmp / "o2.onnx"), "--min-gain", "0", "--allow-scalar"], "its type is sequence"),
+        "fuse, sequence input": (["fuse", str(seq), "-o", str(tmp / "o2.onnx"), "--min-gain", "0", "--as-designed", "--allow-scalar"], "its type is sequence"),
         "analyze junk": (["analyze", str(tmp / "junk.onnx")], "not an ONNX model"),
         "merge junk": (["merge", str(model), str(tmp / "junk.onnx"), "-o", str(tmp / "mm.onnx")], "not an ONNX model"),
         "ab, negative seed": (["ab", str(model), str(tmp / "f.onnx"), "--seed", "-1"], "--seed must be in"),
@@ -121,10 +121,10 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
 
 def test_hostile_invocations_are_one_line(tmp_path, capsys):
     cases = _cases(tmp_path)
-    assert run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")[0] == 0
+    assert run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")[0] == 0
     for stem in ("seq", "huge"):
         assert run(capsys, "fuse", tmp_path / f"{stem}.onnx", "-o", tmp_path / f"o{1 if stem == 'huge' else 2}n.onnx",
-                   "--min-gain", "0", "--allow-scalar", "--no-verify")[0] == 0
+                   "--min-gain", "0", "--as-designed", "--allow-scalar", "--no-verify")[0] == 0
     for name, (argv, needle) in cases.items():
         code, err = run(capsys, *argv)
         assert code == 1 and needle in one_error(err), (name, err)
@@ -206,7 +206,7 @@ def _hostile_models() -> dict[str, object]:
 def test_hostile_models_are_analysed_or_refused_in_one_line(tmp_path, capsys, case):
     model = tmp_path / "m.onnx"
     model.write_bytes(_hostile_models()[case].SerializeToString())
-    for argv in (["analyze", model], ["fuse", model, "-o", tmp_path / "o" / "f.onnx", "--min-gain", "0", "--allow-scalar"]):
+    for argv in (["analyze", model], ["fuse", model, "-o", tmp_path / "o" / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar"]):
         code, err = run(capsys, *argv)
         assert code in (0, 1) and "Traceback" not in err, err
         if code:

@@ -22,7 +22,7 @@ def test_external_data_models_verify(tmp_path, capsys, opset):
     model.ir_version = 8 if opset == 17 else 6
     onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
               location="m.data", size_threshold=0)
-    code, err = run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", tmp_path / "m.onnx", "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0 and "1 fused node " in err, err
     report = (tmp_path / "f.hexfuse.md").read_text()
     assert ("the original file ran too" in report) == (opset == 11)
@@ -38,7 +38,7 @@ def test_nan_and_infinity_in_identical_outputs_are_equal(tmp_path, capsys):
                             [builders.float_info("y", (size, size)), builders.float_info("s", (size, size))],
                             [builders._weight(np.random.default_rng(0), "w", (size, size))])
     source = builders.save(model, tmp_path / "m.onnx")
-    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0 and "1 fused node " in err, err
 
 
@@ -79,18 +79,18 @@ def _with_input(info: onnx.ValueInfoProto, opset: int = 17) -> onnx.ModelProto:
 ])
 def test_inputs_verification_cannot_make_are_one_line(tmp_path, capsys, info, needle):
     source = builders.save(_with_input(info, opset=18), tmp_path / "m.onnx")
-    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     line = one_error(err)
     assert code == 1 and "verification cannot generate input" in line and needle in line and "--no-verify" in line
     assert not (tmp_path / "f.onnx").exists()
-    assert run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar", "--no-verify")[0] == 0
+    assert run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar", "--no-verify")[0] == 0
 
 
 def test_a_static_empty_dimension_is_not_dynamic(tmp_path, capsys):
     info = helper.make_tensor_value_info("empty", TensorProto.FLOAT, [0, 64])
     assert random_inputs(_with_input(info))["empty"].shape == (0, 64)
     source = builders.save(_with_input(info), tmp_path / "m.onnx")
-    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--allow-scalar")
+    code, err = run(capsys, "fuse", source, "-o", tmp_path / "f.onnx", "--min-gain", "0", "--as-designed", "--allow-scalar")
     assert code == 0 and "1 fused node " in err, err
 
 
@@ -118,7 +118,7 @@ def _conv_bn(opset: int, batch: int | str) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset > 11 else 6)
 
 
-FUSE_ALL = ("--allow-scalar", "--min-gain", "0", "--allow-merge-only")
+FUSE_ALL = ("--allow-scalar", "--min-gain", "0", "--as-designed", "--allow-merge-only")
 SPLIT = ("--micro-batches", "2", "--split", "always", "--force")
 
 

@@ -52,7 +52,7 @@ def fuse(model: Path, out: Path) -> Path | None:
     # margin 0, scalar allowed: the kernels are under test, HVX or not, not the payoff (on HTP resnet50's
     # groups predict below 10%)
     # activations not folded: see tests/builders.py unfolded_activation_target
-    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify", "--min-gain", "0", "--allow-scalar",
+    code = hexfuse_main(["fuse", str(model), "-o", str(out), "--no-verify", "--min-gain", "0", "--as-designed", "--allow-scalar",
                          "--target", unfolded_activation_target()])
     assert code == 0, f"hexfuse fuse failed on {model}"
     spec_file = out.with_suffix(".hexfuse.json")

@@ -38,7 +38,7 @@ def test_bool_output_port_generates_builds_and_matches_onnxruntime(tmp_path):
     source = tmp_path / "bool_port.onnx"
     onnx.save(_model(), source)
     fused = tmp_path / "fused.onnx"
-    assert hexfuse_main(["fuse", str(source), "-o", str(fused), "--min-gain", "0", "--no-verify"]) == 0
+    assert hexfuse_main(["fuse", str(source), "-o", str(fused), "--min-gain", "0", "--as-designed", "--no-verify"]) == 0
     spec = load_spec(str(fused.with_suffix(".hexfuse.json")))
     (op,) = spec.fused_ops
     assert "bool" in {t.dtype for t in op.outputs}

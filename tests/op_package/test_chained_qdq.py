@@ -15,7 +15,7 @@ from hexfuse.op_package.htp_expand import expand_fused_op
 from hexfuse.op_package.render import port_quant
 from tests.op_package.chained_qdq import chained_qdq_model
 
-FUSE_FLAGS = ["--target", "sm8650", "--ignore-schedule", "--allow-scalar", "--allow-merge-only", "--min-gain", "0"]
+FUSE_FLAGS = ["--target", "sm8650", "--ignore-schedule", "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--as-designed"]
 
 
 def fuse_chained(tmp_path: Path) -> tuple[Path, Path]:

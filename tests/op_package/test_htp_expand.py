@@ -119,7 +119,7 @@ def test_generated_rules_are_deterministic(case_for) -> None:
 def test_folded_batchnorm_epilogue_expands_into_qnn_elementwise_ops(tmp_path) -> None:
     """Conv -> BatchNormalization -> Mul(c): one matrix task on HTP, the norm as x * w + b per channel."""
     model = builders.conv_bn_branches(activation=False)  # a folded Relu has no QNN translation yet
-    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN)  # the branches are sized for these figures
+    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN, as_designed=True)  # the branches are sized for these figures
     result = fuse_model(builders.save(model, tmp_path / "m.onnx"), scorer, allow_scalar=True)
     (op,) = result.spec.fused_ops
     matrix = next(t for t in op.tasks if t.engine == "matrix")
@@ -135,7 +135,7 @@ def test_folded_batchnorm_epilogue_expands_into_qnn_elementwise_ops(tmp_path) ->
 def test_pass_refuses_matrix_work_qnn_ops_cannot_take(tmp_path) -> None:
     """The op package's backend refuses a grouped Conv with the reason; without that check it fuses."""
     path = builders.save(builders.conv_bn_branches(group=2), tmp_path / "m.onnx")
-    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN)  # the branches are sized for these figures
+    scorer = scorer_for(estimated("sm8550"), pipeline.DEFAULT_MIN_GAIN, as_designed=True)  # the branches are sized for these figures
     refused = analyze_model(path, scorer)
     assert not refused.selection.groups
     assert any("on HTP the matrix work must run on QNN's own ops" in r and "is grouped" in r
@@ -204,7 +204,7 @@ def test_the_entry_waits_on_the_matrix_works_second_operand() -> None:
     """Where the matrix task multiplies two activations (llama's attention: probabilities x the expanded
     V), the entry waits on the second one too: else the task op, which reads the entry, ran alone while
     the matrix work waited for V (HexFuse_16 in the simulator, docs/htp.md)."""
-    scorer = scorer_for("sm8650", 0.0, model=ROOT / "models" / "llama_prefill_decode_qdq.onnx", use_schedule=False)
+    scorer = scorer_for("sm8650", 0.0, model=ROOT / "models" / "llama_prefill_decode_qdq.onnx", use_schedule=False, as_designed=True)
     result = fuse_model(ROOT / "models" / "llama_prefill_decode_qdq.onnx", scorer)
     checked = 0
     for op in result.spec.fused_ops:

@@ -41,7 +41,7 @@ def test_htp_x86_package_is_claimed_and_matches_the_original(name: str, tmp_path
     # every fusable group, scalar kernels too: the package's build, claims and numerics are under test
     # (activations unfolded: QNN folds them into the convs, which qnn_ops.py cannot hand over yet)
     assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--allow-scalar", "--allow-merge-only",
-                         "--min-gain", "0", "--ignore-schedule", "--target", unfolded_activation_target()]) == 0
+                         "--min-gain", "0", "--as-designed", "--ignore-schedule", "--target", unfolded_activation_target()]) == 0
     result, built = _build_and_run(ROOT / "models" / f"{name}.onnx", fused, tmp_path)
     _check_outputs(result, quantized="qdq" in name)
     spec = load_spec(str(fused.with_suffix(".hexfuse.json")))

@@ -41,7 +41,7 @@ def _hexfuse(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 def test_context_round_trip_with_the_package(name: str, tmp_path: Path) -> None:
     fused = tmp_path / f"{name}.fused.onnx"
     assert hexfuse_main(["fuse", str(ROOT / "models" / f"{name}.onnx"), "-o", str(fused), "--target",
-                         unfolded_activation_target("sm8650"), "--allow-scalar", "--allow-merge-only", "--min-gain", "0",
+                         unfolded_activation_target("sm8650"), "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--as-designed",
                          "--ignore-schedule"]) == 0
     # every fusable group: the context path is under test
     package = "HexFuseCtx" + "".join(part.title() for part in name.split("_"))
@@ -87,7 +87,7 @@ def test_bundle_run_script_on_the_simulator_imports_and_calibrates(tmp_path: Pat
     original = ROOT / "models" / "googlenet.onnx"
     fused = tmp_path / "g.fused.onnx"
     assert hexfuse_main(["fuse", str(original), "-o", str(fused), "--target", unfolded_activation_target("sm8650"),
-                         "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--ignore-schedule"]) == 0
+                         "--allow-scalar", "--allow-merge-only", "--min-gain", "0", "--as-designed", "--ignore-schedule"]) == 0
     bundle = tmp_path / "bundle"
     done = _hexfuse("bundle", str(original), str(fused), "-o", str(bundle), "--target", "sm8650",
                     "--package-name", "HexFuseBundle")

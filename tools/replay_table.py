@@ -3,7 +3,8 @@
     python tools/replay_table.py [MODEL.onnx ...] [--target sm8650]
 
 For each model with an engine map that holds QNN's schedule (the bundled ones by default), the pass runs
-with the estimates deciding (every fusable group: --allow-scalar, --allow-merge-only, --min-gain 0), then
+with the estimates deciding, the fused node priced as designed (every fusable group: --allow-scalar,
+--allow-merge-only, --min-gain 0, --as-designed; priced as the package builds it, none would be), then
 each group it picks is replayed (graph_passes/cost/schedule_verdict.py). Prints the replayed original,
 per group the vector work that overlap could hide, what holding the group together adds, t4 against t2
 and the verdict, and how much of the replay rests on the estimated per-op constants.

@@ -56,8 +56,10 @@ def _inside(kind: str, path: str) -> None:
     if kind == "pass":
         # Every module the pass uses is imported before the clock, as onnxruntime is: fuse_model and the
         # default scorer import them on first use (so that ``hexfuse --help`` loads neither onnx nor numpy).
+        import hexfuse.graph_passes.cost.scorer  # noqa: F401  (scorer_for imports it on first use)
         import hexfuse.graph_passes.pipeline as pipeline
         import hexfuse.op_package.htp_expand  # noqa: F401
+        import hexfuse.op_package.hvx_coverage  # noqa: F401
         from hexfuse import fuse_model
         from hexfuse.graph_passes.cost.cli import scorer_for
 

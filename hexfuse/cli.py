@@ -89,6 +89,16 @@ def _dynamic_hint(result) -> str:
     return f"; dynamic shapes (symbolic dims {named}) are never fused" + (f": pin them with {pins}" if pins else "")
 
 
+def _package_hint(result) -> str:
+    """'; N tasks ... --as-designed' where some group lost only to what the generated package adds."""
+    reasons = getattr(result, "analyzed", result).selection.reasons.values()
+    lost = sum(1 for reason in reasons if "package: holding the group together adds" in reason)
+    if not lost:
+        return ""
+    return (f"; {_count(lost, 'task')} would pair but for what the generated package adds to hold a group together "
+            "(entry, joins, ports in main memory, QNN's copies): --as-designed prices the design's fused node")
+
+
 def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
     from hexfuse import analyze_model, backend, fuse_model
 
@@ -117,7 +127,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
     print(report_json(data) if args.json else render_report(data) + (decision.markdown() if decision else ""))
-    hint = _dynamic_hint(result)
+    hint = _dynamic_hint(result) + _package_hint(result)
     if hint and not result.fused_ops:
         _say(f"nothing to fuse in {args.model}{hint}")
     return EXIT_OK
@@ -146,7 +156,7 @@ def run_fuse(args: argparse.Namespace) -> int:
         _say(f"{args.model} is already fused: wrote an unchanged copy to {out} {carried}")
     elif not result.changed:
         _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to "
-             f"{out}{_dynamic_hint(result)}")
+             f"{out}{_dynamic_hint(result)}{_package_hint(result)}")
     else:
         split = f" split into {result.split} micro-batches," if result.split > 1 else ""
         what = (f"{_count(len(analyzed.fused_nodes), 'fused node')} calling {_count(len(result.spec.fused_ops), 'op type')}"

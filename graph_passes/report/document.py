@@ -108,7 +108,7 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         "min_gain": getattr(scorer, "min_gain", None), "min_overlap": getattr(scorer, "min_overlap", None),
         "folds": sorted(analysis.folds),
         "engine_map": _engine_map(analysis, scorer),
-        "allow_merge_only": getattr(scorer, "allow_merge_only", None), "as_designed": getattr(scorer, "as_designed", None),
+        "allow_merge_only": getattr(scorer, "allow_merge_only", None), "as_designed": _as_designed(scorer),
         "units_by_engine": analysis.engine_histogram(),
         "tasks": {"fusable": len(fusable), "total": len(analysis.tasks)},
         "already_fused": result.already_fused,
@@ -122,6 +122,13 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
             if every_task else None,
         },
     }
+
+
+def _as_designed(scorer: Scorer) -> bool | None:
+    """How the cost model priced a fused node (None: a scorer without one); where QNN's schedule decides,
+    its replay prices the package as built whatever --as-designed says."""
+    designed = getattr(scorer, "as_designed", None)
+    return designed and not getattr(scorer, "per_instance", False) if designed is not None else None
 
 
 def _engine_map(analysis, scorer: Scorer) -> dict[str, Any]:
@@ -174,6 +181,11 @@ def _header(data: dict[str, Any]) -> list[str]:
     lines.append(f"- engines: {engines['note']}; compute units decided by " + (", ".join(
         f"{source} {count}" for source, count in engines["decided_by"].items()) or "-")
         + ("; non-matrix tasks run as HVX task ops (QNN HTP)" if engines["htp"] else ""))
+    if data.get("as_designed") is not None:  # the cost model's scorer: how it priced a fused node
+        lines.append("- fused nodes priced as designed (--as-designed: one entry, task tensors resident in VTCM), "
+                     "not as the generated package builds them" if data["as_designed"] else
+                     "- fused nodes priced as the generated package builds them (entry and joins with their ports "
+                     "in main memory, QNN's copies for them; --as-designed prices the design's)")
     lines.append(f"- fused groups: {len(data['groups'])}, calling {len(data['op_types'])} op types "
                  "(identical groups share one function and one kernel)")
     if data["already_fused"]:

@@ -104,3 +104,14 @@ def test_a_scorer_without_a_cost_model_reports_no_times(tmp_path):
     data = analysis_report(analyze_model(path, scorer), scorer, "analysis")
     assert data["summary"] is None and data["groups"][0]["t1_us"] is None
     assert "| - | - | - |" in render_report(data)
+
+
+@pytest.mark.parametrize("flags, priced", [
+    ([], "priced as the generated package builds them"),
+    (["--as-designed"], "priced as designed (--as-designed"),
+    (["--as-designed", "--target", "sm8650"], "priced as the generated package builds them"),  # the replay decides
+])
+def test_the_report_says_how_fused_nodes_were_priced(capsys, flags, priced):
+    model = Path(__file__).resolve().parents[2] / "models" / "gptj_block_qdq.onnx"
+    assert main(["analyze", str(model), *flags]) == 0
+    assert f"- fused nodes {priced}" in capsys.readouterr().out

@@ -177,7 +177,7 @@ class CostScorer:
         t2 = best_existing(costs, plans0, alone, target)
         bound = _lower_bound(costs, target) + package
         if 1.0 - bound / t2 < self.min_gain:
-            reason = self._why_not(costs, alone) or _package_cost(package, t2, bound, self.min_gain) or (
+            reason = _package_cost(package, t2, bound, self.min_gain) or self._why_not(costs, alone) or (
                 f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
             details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1), package_ns=round(package, 1))
             return Verdict(False, max(0.0, 1.0 - bound / t2), reason, details)
@@ -185,7 +185,7 @@ class CostScorer:
         details.update(baseline_details(base, costs))
         gain = base.gain
         if gain < self.min_gain:
-            reason = self._why_not(costs, alone) or _package_cost(package, t2, base.t4_fused_concurrent, self.min_gain) or (
+            reason = _package_cost(package, t2, base.t4_fused_concurrent, self.min_gain) or self._why_not(costs, alone) or (
                 f"overheads: predicted gain {gain:.1%} < margin {self.min_gain:.0%}")
             return Verdict(False, gain, reason, details)
         if not self.allow_merge_only and base.t3_fused_serial - base.t4_fused_concurrent < MIN_OVERLAP_NS:
@@ -248,7 +248,8 @@ def _lower_bound(costs: list[TaskCost], target: Target) -> float:
 
 
 def _package_cost(package: float, t2: float, t4: float, margin: float) -> str:
-    """The reason where the group would pass the margin but for what holding it together adds."""
+    """The reason where the group would pass the margin but for what holding it together adds (it decides,
+    so it comes before what _why_not describes)."""
     if package <= 0 or 1.0 - (t4 - package) / t2 < margin:
         return ""
     return (f"package: holding the group together adds {package / 1e3:.2f} us (the package's entry and joins, their "

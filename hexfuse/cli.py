@@ -91,8 +91,10 @@ def _dynamic_hint(result) -> str:
 
 def _package_hint(result) -> str:
     """'; N tasks ... --as-designed' where some group lost only to what the generated package adds."""
+    from hexfuse.graph_passes.cost.scorer import PACKAGE_REASON
+
     reasons = getattr(result, "analyzed", result).selection.reasons.values()
-    lost = sum(1 for reason in reasons if "package: holding the group together adds" in reason)
+    lost = sum(1 for reason in reasons if PACKAGE_REASON in reason)
     if not lost:
         return ""
     return (f"; {_count(lost, 'task')} would pair but for what the generated package adds to hold a group together "

@@ -240,10 +240,9 @@ class _Priced:
 def _priced(costs: OpCosts, target: Target, tasks: list[list[int]], group: Group) -> _Priced:
     work = [sum(costs.run[i] - costs.overhead[i] for i in members) for members in tasks]
     added = expansion(target, group)
-    task_extra = [target.qnn_hvx_op_ns + port for port in added.ports]
-    added_ns = (added.copies_out + added.entry + added.carrier_in + added.matrix_out + sum(task_extra)
-                + sum(added.joins) + sum(added.outputs_in))
-    return _Priced(tuple(w + e for w, e in zip(work, task_extra)), added, sum(work), added_ns)
+    task_extra = [target.qnn_hvx_op_ns + port for port in added.ports]  # a launch each, and its ports
+    return _Priced(tuple(w + e for w, e in zip(work, task_extra)), added, sum(work),
+                   added.total_ns + target.qnn_hvx_op_ns * len(task_extra))
 
 
 def fused_costs(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Group) -> tuple[float, float] | None:

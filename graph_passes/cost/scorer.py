@@ -50,6 +50,7 @@ UNBALANCED = 0.2  # shorter task below this fraction of the longer one: "unbalan
 MIN_OVERLAP_NS = 1.0  # an overlap saving below this is rounding in the simulation, not overlap
 DDR_BOUND = 0.6  # a task spending this fraction of its time on DDR transfers is DDR-bound
 CACHE_LIMIT = 200_000
+PACKAGE_REASON = "package: holding the group together adds"  # a rejection the package's own ops decide
 
 
 @dataclass
@@ -252,7 +253,7 @@ def _package_cost(package: float, t2: float, t4: float, margin: float) -> str:
     so it comes before what _why_not describes)."""
     if package <= 0 or 1.0 - (t4 - package) / t2 < margin:
         return ""
-    return (f"package: holding the group together adds {package / 1e3:.2f} us (the package's entry and joins, their "
+    return (f"{PACKAGE_REASON} {package / 1e3:.2f} us (the package's entry and joins, their "
             f"ports in main memory, QNN's copies for them); with it fused saves {1.0 - t4 / t2:.1%}, without it "
             f"{1.0 - (t4 - package) / t2:.1%}, margin {margin:.0%} (--as-designed prices the design's single VTCM entry)")
 

@@ -188,8 +188,7 @@ class Structures:
             found = []
             for index in read.tolist():
                 attributes = graph_nodes[index].attribute
-                key = ("attrs", tuple([a.SerializeToString() for a in attributes]))
-                found.append(self._id(key) if attributes else -1)
+                found.append(self._id(("attrs", tuple([a.SerializeToString() for a in attributes]))) if attributes else -1)
             keys[read] = found
         return keys[nodes]
 

@@ -135,7 +135,7 @@ class FlatGraph:
             return tuple(row)
 
         explicit: dict[int, int] = {}
-        nodes = graph.node
+        nodes = list(graph.node)  # one wrapper per node, kept: indexing the repeated field builds one per access
         op_types = [node.op_type for node in nodes]
         domains = [node.domain for node in nodes]
         node_names: list[str] = []
@@ -195,8 +195,10 @@ class FlatGraph:
                     copy.CopyFrom(source[ids[original]])
                     copy.name = alias
                     source[ids[alias]] = copy
-        return FlatGraph(model, op_types, domains, node_names, inputs, outputs, names, ids, producer, consumers, type_of,
+        flat = FlatGraph(model, op_types, domains, node_names, inputs, outputs, names, ids, producer, consumers, type_of,
                          types, static, initializer, graph_inputs, graph_outputs, source, explicit)
+        flat.__dict__["_nodes"] = nodes
+        return flat
 
     # -- lookups ---------------------------------------------------------------------------------
     @property
@@ -204,11 +206,12 @@ class FlatGraph:
         return len(self.op_types)
 
     @property
-    def nodes(self):
-        """The model's node list (protobuf repeated field), fetched once."""
+    def nodes(self) -> list[onnx.NodeProto]:
+        """The model's nodes as a list, one protobuf wrapper each (the model's node list is not edited
+        while the flat graph describes it)."""
         nodes = self.__dict__.get("_nodes")
         if nodes is None:
-            nodes = self.__dict__["_nodes"] = self.model.graph.node
+            nodes = self.__dict__["_nodes"] = list(self.model.graph.node)
         return nodes
 
     @property

@@ -189,15 +189,15 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
     graph = result.graph
     names = flat.names
     opsets = [helper.make_opsetid(o.domain, o.version) for o in model.opset_import if o.domain != FUSED_DOMAIN]
+    originals = flat.nodes if flat.model is model else list(model.graph.node)
     defined: set[int] = set()
     for call in calls:
         if call.op not in defined:  # the first call of an op type supplies its body
             defined.add(call.op)
-            result.functions.append(_function(ops[call.op], [model.graph.node[i] for i in call.nodes], opsets))
+            result.functions.append(_function(ops[call.op], [originals[i] for i in call.nodes], opsets))
     slots = _slots(flat.node_count, calls)
-    # Every node to write, originals first (one walk: indexing the repeated field builds a wrapper per
-    # access), then the fused nodes; the order picks from that pool.
-    pool = list(model.graph.node)
+    # Every node to write, originals first, then the fused nodes; the order picks from that pool.
+    pool = list(originals)
     pool += [fused_node(ops[call.op], call, names) for call in calls]
     kinds, indices = _slot_arrays(slots)
     picks = indices + kinds * flat.node_count  # a call's node sits after the originals

@@ -196,14 +196,16 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
             defined.add(call.op)
             result.functions.append(_function(ops[call.op], [originals[i] for i in call.nodes], opsets))
     slots = _slots(flat.node_count, calls)
-    # Every node to write, originals first, then the fused nodes; the order picks from that pool.
-    pool = list(originals)
-    pool += [fused_node(ops[call.op], call, names) for call in calls]
-    kinds, indices = _slot_arrays(slots)
-    picks = indices + kinds * flat.node_count  # a call's node sits after the originals
-    nodes = list(map(pool.__getitem__, picks[_order(flat, slots, calls)].tolist()))
-    del graph.node[:]
-    graph.node.extend(nodes)
+    fused = [fused_node(ops[call.op], call, names) for call in calls]
+    order = _order(flat, slots, calls)
+    if order == list(range(len(slots))):  # the usual case: each fused node in its first member's place
+        _replace_in_place(graph.node, calls, fused)
+    else:  # every node to write, originals first, then the fused nodes; the order picks from that pool
+        kinds, indices = _slot_arrays(slots)
+        picks = indices + kinds * flat.node_count  # a call's node sits after the originals
+        nodes = list(map([*originals, *fused].__getitem__, picks[order].tolist()))
+        del graph.node[:]
+        graph.node.extend(nodes)
     visible = {t for call in calls for t in call.outputs}
     hidden = {names[t] for call in calls for i in call.nodes for t in flat.outputs[i] if t >= 0 and t not in visible}
     if graph.value_info and hidden:
@@ -217,6 +219,19 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
         _drop_initializer_inputs(graph)
     result.ir_version = max(result.ir_version, MIN_IR_VERSION)
     return result
+
+
+def _replace_in_place(nodes, calls: Sequence[Call], fused: Sequence[onnx.NodeProto]) -> None:
+    """In a copy of the original node list: each call's node written over its first member, its other
+    members deleted (last first, so the indices still to delete keep their place). Copying every kept
+    node into a new list instead costs three times a copy of the whole model."""
+    replaced = []
+    for call, node in zip(calls, fused):
+        first = min(call.nodes)
+        nodes[first].CopyFrom(node)
+        replaced += [index for index in call.nodes if index != first]
+    for index in sorted(replaced, reverse=True):
+        del nodes[index]
 
 
 def _drop_initializer_inputs(graph: onnx.GraphProto) -> None:

@@ -20,7 +20,7 @@ initializer as an input and mean constants, so those entries are dropped when th
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -221,10 +221,10 @@ def rewrite_groups(model: onnx.ModelProto, flat: FlatGraph, ops: Sequence[FusedO
     return result
 
 
-def _replace_in_place(nodes, calls: Sequence[Call], fused: Sequence[onnx.NodeProto]) -> None:
+def _replace_in_place(nodes: MutableSequence[onnx.NodeProto], calls: Sequence[Call], fused: Sequence[onnx.NodeProto]) -> None:
     """In a copy of the original node list: each call's node written over its first member, its other
     members deleted (last first, so the indices still to delete keep their place). Copying every kept
-    node into a new list instead costs three times a copy of the whole model."""
+    node into a new list instead costs about three times a copy of the whole model."""
     replaced = []
     for call, node in zip(calls, fused):
         first = min(call.nodes)

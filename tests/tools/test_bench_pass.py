@@ -16,7 +16,7 @@ def test_the_floor_walks_every_node_and_every_inferred_type(tmp_path, capsys):
     onnx.save(model, path)
     bench_pass._inside("floor", str(path))
     measured = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     assert measured["nodes"] == len(model.graph.node) > 0
     assert measured["types"] == len(inferred.graph.value_info) > 0
     assert measured["cpu"] > 0

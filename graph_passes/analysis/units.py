@@ -274,15 +274,10 @@ def _cores(flat: FlatGraph, group_ptr: np.ndarray, members: np.ndarray, member_u
     return cores
 
 
-def _rows(ptr: np.ndarray, values: list[int]) -> list[tuple[int, ...]]:
-    """A ragged array (its values as a list) as a list of tuples."""
-    return [tuple(values[start:end]) for start, end in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
-
-
 def _sorted_rows(ptr: np.ndarray, values: np.ndarray) -> list[tuple[int, ...]]:
     """A ragged array as a list of tuples, each row sorted."""
     owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
-    return _rows(ptr, values[np.lexsort((values, owner))].tolist())
+    return ragged.tuples(ptr, values[np.lexsort((values, owner))])
 
 
 def _name_ranks(flat: FlatGraph, nodes: np.ndarray) -> np.ndarray:
@@ -336,7 +331,7 @@ def build_units(flat: FlatGraph, supported_ops: frozenset[str] | None = None, fo
     np.logical_and.at(is_constant, member_unit, constant_nodes[group_members])
     blockers = _Blockers(flat, supported_ops, label)
     unit_engines, unit_blockers = blockers.of_units(group_ptr, group_members, member_unit, cores, is_constant, engines)
-    nodes = _rows(group_ptr, group_members.tolist())
+    nodes = ragged.tuples(group_ptr, group_members)
     levels = level_array[ranked_array].tolist()
     ranked_succ, owner = ragged.take(succ_ptr, succ_values, ranked_array)
     targets = position_array[ranked_succ]

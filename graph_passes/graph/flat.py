@@ -140,6 +140,8 @@ class FlatGraph:
         domains = [node.domain for node in nodes]
         node_names: list[str] = []
         minus_one = repeat(-1)
+        # (reading a protobuf field costs: the attributes only of ops that may hold a subgraph, none in most models)
+        holders = {op for op in set(zip(op_types, domains)) if may_hold_subgraph(*op)}
         for index, node in enumerate(nodes):
             node_names.append(node.name)
             # In a sorted, valid graph every input is known by now: one lookup per name, and the
@@ -147,8 +149,7 @@ class FlatGraph:
             ins = tuple(map(get, node.input, minus_one))
             if -1 in ins:
                 ins = port_ids(node.input)
-            # (reading a protobuf field costs: the attributes only of ops that may hold a subgraph)
-            if may_hold_subgraph(op_types[index], domains[index]) and node.attribute and has_subgraph(node):
+            if holders and (op_types[index], domains[index]) in holders and node.attribute and has_subgraph(node):
                 reads = outer_reads(node)
                 if reads:
                     explicit[index] = len(ins)

@@ -1,0 +1,85 @@
+"""Loading a model whose weights are most of its bytes: shape inference runs without the weights' data and
+gives the same inferred model, byte for byte, as over the whole model (graph_passes/load/model.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from hexfuse.graph_passes.load import model as load
+
+WIDTH = 1536  # one float weight of 9.4 MB: over the size where the weights are left out of inference
+
+
+def _weighty_model(width: int = WIDTH) -> onnx.ModelProto:
+    """x @ W, reshaped to the shape of another input (known by data propagation), then Relu; W is most of the bytes."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+        helper.make_node("Shape", ["like"], ["target"], name="shape"),
+        helper.make_node("Reshape", ["y", "target"], ["z"], name="reshape"),
+        helper.make_node("Relu", ["z"], ["out"], name="relu"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width]),
+              helper.make_tensor_value_info("like", TensorProto.FLOAT, [2, width // 2])]
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, width // 2])]
+    graph = helper.make_graph(nodes, "weighty", inputs, outputs, [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _whole_model_inference(raw: bytes) -> bytes:
+    return onnx.shape_inference.infer_shapes(raw, check_type=True, strict_mode=True, data_prop=True).SerializeToString()
+
+
+@pytest.fixture
+def inferred_sizes(monkeypatch) -> list[int]:
+    """The byte size of every model shape inference is given during the test."""
+    sizes: list[int] = []
+    real = onnx.shape_inference.infer_shapes
+
+    def spy(model, *args, **kwargs):
+        sizes.append(len(model) if isinstance(model, bytes) else model.ByteSize())
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    return sizes
+
+
+def test_weights_left_out_of_inference_give_the_same_inferred_model(tmp_path: Path, inferred_sizes: list[int]) -> None:
+    path = tmp_path / "weighty.onnx"
+    onnx.save(_weighty_model(), path)
+    raw = path.read_bytes()
+    assert len(raw) > 1 << 23
+    loaded = load.load_model(path)
+    assert inferred_sizes and max(inferred_sizes) < len(raw) // 100  # inference never saw the weights
+    expected = _whole_model_inference(raw)
+    assert loaded.inferred.SerializeToString() == expected
+    shapes = {info.name: [d.dim_value for d in info.type.tensor_type.shape.dim] for info in loaded.inferred.graph.value_info}
+    assert shapes["z"] == [2, WIDTH // 2]  # data propagation through Shape still ran
+
+
+def test_inference_without_weights_failing_falls_back_to_the_whole_model(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "weighty.onnx"
+    onnx.save(_weighty_model(), path)
+    raw = path.read_bytes()
+    real = onnx.shape_inference.infer_shapes
+
+    def refuse_light(model, *args, **kwargs):
+        if isinstance(model, bytes) and len(model) < len(raw) // 2:
+            raise onnx.shape_inference.InferenceError("refused for the test")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse_light)
+    assert load.load_model(path).inferred.SerializeToString() == _whole_model_inference(raw)
+
+
+def test_small_models_are_inferred_whole(tmp_path: Path, inferred_sizes: list[int]) -> None:
+    path = tmp_path / "small.onnx"
+    onnx.save(_weighty_model(width=64), path)
+    load.load_model(path)
+    assert inferred_sizes == [len(path.read_bytes())]

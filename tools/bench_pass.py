@@ -1,19 +1,22 @@
 """Benchmark: what users run (``hexfuse fuse`` with and without verification) and the pass alone,
 beside ONNX Runtime session creation on the same model, CPU time and wall, in one run.
 
-    python tools/bench_pass.py [--layers 100 400 1600 3300] [--hidden 16] [--repeat 1]
+    python tools/bench_pass.py [--layers 100 400 1600 3300] [--hidden 16] [--repeat 1] [--models A.onnx ...]
 
-Per size (stacked LM layers from tools/synthetic.py, 31 nodes each), back to back, each in a fresh
-process so that no measurement warms another's caches:
+Per size (stacked LM layers from tools/synthetic.py, 31 nodes each, weights of a few KB) and per model
+file given (``--models``: e.g. real-size decoder layers from tools/realsize.py, whose weights are most
+of their bytes), back to back, each in a fresh process so that no measurement warms another's caches:
 
     ORT basic / all   InferenceSession creation on the CPU EP at ORT_ENABLE_BASIC / ORT_ENABLE_ALL
                       (timed inside the process, after ``import onnxruntime``)
     pass              hexfuse.fuse_model: load -> rewrite, in memory (timed inside, after the imports
                       of every module it uses)
-    floor             what any pass reading the model this way pays, timed like the pass: the file read
-                      and parsed, onnx's checker and shape inference as the load runs them (C++), and one
-                      walk reading each node's op type, domain, name, inputs and outputs and each
-                      inferred tensor's name and type, doing nothing else (protobuf field access)
+    floor             what any pass reading the model this way pays, timed like the pass: the file read,
+                      hashed (the spec and the engine maps name a model by its sha256) and parsed, onnx's
+                      checker and shape inference as the load runs them (C++; the weights' data left
+                      out of inference where they are most of the bytes), and one walk reading each
+                      node's op type, domain, name, inputs and outputs and each inferred tensor's name
+                      and type, doing nothing else (protobuf field access)
     fuse --no-verify  the whole ``hexfuse fuse`` command, startup and imports included
     fuse              the same with the default verification (graph_passes/rewrite/verify.py)
 
@@ -74,13 +77,19 @@ def _inside(kind: str, path: str) -> None:
                  "stages": {k: round(v, 3) for k, v in result.analyzed.timings.items()},
                  "onnx": round(result.analyzed.loaded.onnx_seconds, 3)}
     elif kind == "floor":
+        import hashlib
+
         import onnx
+
+        from hexfuse.graph_passes.load.model import infer_without_weights
 
         cpu, wall = time.process_time(), time.perf_counter()
         raw = Path(path).read_bytes()
+        hashlib.sha256(raw).hexdigest()
         model = onnx.load_from_string(raw)
         onnx.checker.check_model(raw)
-        inferred = onnx.shape_inference.infer_shapes(raw, check_type=True, strict_mode=True, data_prop=True)
+        inferred = (infer_without_weights(model, len(raw))
+                    or onnx.shape_inference.infer_shapes(raw, check_type=True, strict_mode=True, data_prop=True))
         nodes = [(n.op_type, n.domain, n.name, tuple(n.input), tuple(n.output)) for n in model.graph.node]
         types = [(v.name, v.type.SerializeToString()) for v in inferred.graph.value_info]
         extra = {"nodes": len(nodes), "types": len(types)}
@@ -139,10 +148,23 @@ def _one_size(layers: int, hidden: int, repeat: int) -> dict:
 
     from hexfuse.tools.synthetic import NODES_PER_LAYER, stacked_lm
 
-    runs: dict[str, list[dict]] = {name: [] for name in COLUMNS}
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / f"lm_{layers}.onnx"
         onnx.save(stacked_lm(layers, hidden=hidden), path)
+        return {"nodes": layers * NODES_PER_LAYER, **_one_model(path, repeat)}
+
+
+def _one_file(path: Path, repeat: int) -> dict:
+    import onnx
+
+    nodes = len(onnx.load(path, load_external_data=False).graph.node)
+    return {"nodes": nodes, **_one_model(path, repeat)}
+
+
+def _one_model(path: Path, repeat: int) -> dict:
+    """Every column on one model file (module docstring), each the median of ``repeat`` runs."""
+    runs: dict[str, list[dict]] = {name: [] for name in COLUMNS}
+    with tempfile.TemporaryDirectory() as scratch:
         for _ in range(repeat):
             runs["ORT basic"].append(_measure_inside("basic", path))
             runs["ORT all"].append(_measure_inside("all", path))
@@ -152,8 +174,7 @@ def _one_size(layers: int, hidden: int, repeat: int) -> dict:
             runs["fuse"].append(_measure_command(path, Path(scratch) / "v.onnx", verify=True))
     median = {name: {k: statistics.median(r[k] for r in rs) for k in ("cpu", "wall")} for name, rs in runs.items()}
     last = runs["pass"][-1]
-    return {"nodes": layers * NODES_PER_LAYER, "groups": last["groups"], "ops": last["ops"],
-            "stages": last["stages"], "onnx": last["onnx"], **median}
+    return {"groups": last["groups"], "ops": last["ops"], "stages": last["stages"], "onnx": last["onnx"], **median}
 
 
 def _row(m: dict) -> str:
@@ -171,6 +192,8 @@ def main() -> None:
                         help="sizes in stacked LM layers (31 nodes each; default ~3k, 12k, 50k, 100k nodes)")
     parser.add_argument("--hidden", type=int, default=16, help="hidden size of the synthetic layers")
     parser.add_argument("--repeat", type=int, default=1, help="runs per figure (median)")
+    parser.add_argument("--models", type=Path, nargs="+", default=[], metavar="MODEL",
+                        help="also these model files (e.g. real-size layers: python -m hexfuse.tools.realsize)")
     parser.add_argument("--inside", nargs=2, metavar=("KIND", "MODEL"), help=argparse.SUPPRESS)  # internal
     args = parser.parse_args()
     if args.inside:
@@ -182,10 +205,13 @@ def main() -> None:
           f"{'fuse/ORT w':>9}", flush=True)
     _warm_up(args.hidden)
     stages = []
-    for layers in args.layers:
-        measured = _one_size(layers, args.hidden, args.repeat)
+    sized = [(f"{layers} layers", lambda layers=layers: _one_size(layers, args.hidden, args.repeat)) for layers in args.layers]
+    files = [(f"{path.name} ({path.stat().st_size / 2**20:.0f} MB)", lambda path=path: _one_file(path, args.repeat))
+             for path in args.models]
+    for label, measure in sized + files:
+        measured = measure()
         print(_row(measured), flush=True)
-        stages.append(f"{measured['nodes']:>7}: " + ", ".join(f"{k} {v:.2f}" for k, v in measured["stages"].items())
+        stages.append(f"{label}: " + ", ".join(f"{k} {v:.2f}" for k, v in measured["stages"].items())
                       + f"; of load, onnx's checker and shape inference {measured['onnx']:.2f}")
     print("pass stages (CPU s, the last run):", *stages, sep="\n  ")
 

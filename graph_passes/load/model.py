@@ -233,7 +233,7 @@ _WEIGHTLESS_MIN_BYTES = 1 << 23  # below, inferring over the whole model costs l
 _SHAPE_DATA_TYPES = (onnx.TensorProto.INT32, onnx.TensorProto.INT64)  # what data propagation computes with
 
 
-def _infer_without_weights(model: onnx.ModelProto, size: int) -> onnx.ModelProto | None:
+def infer_without_weights(model: onnx.ModelProto, size: int) -> onnx.ModelProto | None:
     """``_infer_shapes`` of a model of ``size`` bytes, its large non-integer initializers (its weights)
     inferred without their data and then given it back; None where they are not most of its bytes, or where
     inference fails that way (the whole model then decides and words the error).
@@ -407,7 +407,7 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
             onnx.checker.check_model(exact)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
-    inferred = _infer_without_weights(model, size) or _infer_shapes(path, exact or model)
+    inferred = infer_without_weights(model, size) or _infer_shapes(path, exact or model)
     onnx_seconds = time.process_time() - start
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
                        tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())),

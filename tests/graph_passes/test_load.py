@@ -83,3 +83,23 @@ def test_small_models_are_inferred_whole(tmp_path: Path, inferred_sizes: list[in
     onnx.save(_weighty_model(width=64), path)
     load.load_model(path)
     assert inferred_sizes == [len(path.read_bytes())]
+
+
+def test_external_data_is_found_in_a_file_of_few_nodes_for_its_bytes(tmp_path: Path) -> None:
+    """A file this heavy per node asks its tensors whether one is external instead of searching its bytes."""
+    rng = np.random.default_rng(1)
+    inline = numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w_inline")  # 16 KB
+    external = numpy_helper.from_array(rng.standard_normal((64, 128)).astype(np.float32), "w_external")  # 32 KB
+    nodes = [helper.make_node("MatMul", ["x", "w_inline"], ["y"], name="mm0"),
+             helper.make_node("MatMul", ["y", "w_external"], ["out"], name="mm1")]
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 128])], [inline, external])
+    path = tmp_path / "mixed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path,
+              save_as_external_data=True, location="mixed.data", size_threshold=20000)
+    raw = path.read_bytes()
+    assert len(raw) > load._BYTES_PER_NODE_TO_WALK * len(nodes)  # the tensors are asked
+    loaded = load.load_model(path)
+    assert loaded.external == ((tmp_path / "mixed.data").resolve(),)
+    weights = {init.name: numpy_helper.to_array(init) for init in loaded.model.graph.initializer}
+    np.testing.assert_array_equal(weights["w_external"], numpy_helper.to_array(external))

@@ -139,6 +139,8 @@ def diff(name: str, want: np.ndarray, got: np.ndarray) -> OutputDiff:
     if want.dtype.kind not in "fc":
         differ = float(np.count_nonzero(want != got))
         return OutputDiff(name, differ, differ)
+    if np.array_equal(want, got):  # the usual verdict, in one pass (below: a dozen passes in float64)
+        return OutputDiff(name, 0.0, 0.0)
     want, got = want.astype(np.complex128 if want.dtype.kind == "c" else np.float64), got.astype(
         np.complex128 if got.dtype.kind == "c" else np.float64)
     same = (want == got) | (np.isnan(want) & np.isnan(got))  # equal infinities compare equal already

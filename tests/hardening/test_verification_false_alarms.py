@@ -55,6 +55,17 @@ def test_diff_treats_nan_and_inf_as_values(want, got, equal):
     assert result.equal is equal
 
 
+@pytest.mark.parametrize("want, got", [
+    ([1.0, -0.0, 3.5], [1.0, 0.0, 3.5]),  # signed zeros are equal
+    ([np.inf, -np.inf, 2.0], [np.inf, -np.inf, 2.0]),
+    ([0.0, 0.0], [0.0, 0.0]),
+])
+def test_diff_of_equal_outputs_is_exactly_zero(want, got):
+    """Equal arrays take one comparison, not the float64 path: the figures that path gives them."""
+    result = diff("t", np.array(want, np.float32), np.array(got, np.float32))
+    assert (result.max_abs, result.max_rel) == (0.0, 0.0) and result.equal
+
+
 def _with_input(info: onnx.ValueInfoProto, opset: int = 17) -> onnx.ModelProto:
     """two_branch plus one input the pass never touches (an Identity passes it through)."""
     model = builders.two_branch(32)

@@ -81,15 +81,15 @@ def _inside(kind: str, path: str) -> None:
 
         import onnx
 
-        from hexfuse.graph_passes.load.model import infer_without_weights
+        from hexfuse.graph_passes.load.model import strict_inference
+        from hexfuse.graph_passes.load.weights import without_weights
 
         cpu, wall = time.process_time(), time.perf_counter()
         raw = Path(path).read_bytes()
         hashlib.sha256(raw).hexdigest()
         model = onnx.load_from_string(raw)
         onnx.checker.check_model(raw)
-        inferred = (infer_without_weights(model, len(raw))
-                    or onnx.shape_inference.infer_shapes(raw, check_type=True, strict_mode=True, data_prop=True))
+        inferred = without_weights(model, len(raw), strict_inference) or strict_inference(raw)
         nodes = [(n.op_type, n.domain, n.name, tuple(n.input), tuple(n.output)) for n in model.graph.node]
         types = [(v.name, v.type.SerializeToString()) for v in inferred.graph.value_info]
         extra = {"nodes": len(nodes), "types": len(types)}

@@ -21,7 +21,6 @@ import contextlib
 import contextvars
 import hashlib
 import time
-from functools import cache
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
@@ -29,12 +28,13 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import external_data_helper, helper, version_converter
+from onnx import external_data_helper, version_converter
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.subgraphs import node_reads
 from hexfuse.graph_passes.load.sparse import densify_sparse_initializers
 from hexfuse.graph_passes.load.toposort import topological_order
+from hexfuse.graph_passes.load.weights import without_weights
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
 MAX_DIM = 2**63 - 1  # an ONNX dimension is an int64
@@ -226,70 +226,24 @@ def _parse(path: Path, raw: bytes) -> tuple[onnx.ModelProto, tuple[Path, ...]]:
     return model, external
 
 
+def strict_inference(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
+    """onnx's shape inference as the load runs it first: types checked, errors raised, data propagated."""
+    return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+
+
 def _infer_shapes(path: Path, model: onnx.ModelProto | bytes) -> onnx.ModelProto:
     """Shapes with data propagation (Reshape targets computed from Shape ops); where only the data
     propagation fails, without it. (onnx's data propagation refuses a model whose sibling subgraphs
     each define one local name, "Data for input 0 already exists", which the checker and ONNX Runtime
     accept; fewer shapes are known then, never a wrong one.)"""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        return strict_inference(model)
     except Exception as exc:  # InferenceError and C++ errors surface under several types
         first = exc
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=False)
     except Exception:
         raise HexfuseError(f"{path}: shape inference failed: {_first_line(first)}") from None
-
-
-_WEIGHT_MIN_ELEMENTS = 1024  # more than any tensor a shape function reads the values of (a shape, axes, pads)
-_WEIGHTLESS_MIN_BYTES = 1 << 23  # below, inferring over the whole model costs less than leaving its weights out
-_SHAPE_DATA_TYPES = (onnx.TensorProto.INT32, onnx.TensorProto.INT64)  # what data propagation computes with
-
-
-def infer_without_weights(model: onnx.ModelProto, size: int) -> onnx.ModelProto | None:
-    """``_infer_shapes`` of a model of ``size`` bytes, its large non-integer initializers (its weights)
-    inferred without their data and then given it back; None where they are not most of its bytes, or where
-    inference fails that way (the whole model then decides and words the error).
-
-    Shape inference reads a weight's type and dims only: a shape function reads the values of small integer
-    tensors alone (Reshape's shape, Slice's starts). Yet its C++ side parses, infers over and serializes back
-    every byte it is given: 86 ms of a 60 MB decoder layer, against 1.4 ms without the weights (the same
-    inferred model byte for byte on every bundled, light and real-size model here; tests/graph_passes/test_load.py)."""
-    if size < _WEIGHTLESS_MIN_BYTES:
-        return None
-    heavy, heavy_bytes = [], 0
-    for position, tensor in enumerate(model.graph.initializer):
-        if tensor.data_type in _SHAPE_DATA_TYPES or not tensor.HasField("raw_data"):
-            continue
-        elements = 1
-        for dim in tensor.dims:
-            elements *= dim
-        if elements > _WEIGHT_MIN_ELEMENTS:
-            heavy.append(position)
-            heavy_bytes += elements * _itemsize(tensor.data_type)
-    if 2 * heavy_bytes < size:
-        return None
-    light = onnx.ModelProto()
-    light.CopyFrom(model)
-    for position in heavy:
-        light.graph.initializer[position].raw_data = b""  # present, so that the tensor keeps a value field
-    try:
-        inferred = onnx.shape_inference.infer_shapes(light.SerializeToString(), check_type=True, strict_mode=True,
-                                                     data_prop=True)
-    except Exception:  # InferenceError and C++ errors surface under several types
-        return None
-    weights, restored = model.graph.initializer, inferred.graph.initializer
-    for position in heavy:
-        restored[position].CopyFrom(weights[position])
-    return inferred
-
-
-@cache
-def _itemsize(data_type: int) -> int:
-    try:
-        return helper.tensor_dtype_to_np_dtype(data_type).itemsize
-    except (KeyError, TypeError, ValueError):
-        return 1
 
 
 def _upgrade(path: Path, model: onnx.ModelProto) -> tuple[onnx.ModelProto, int | None, list[int] | None]:
@@ -420,7 +374,7 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
             onnx.checker.check_model(exact)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
-    inferred = infer_without_weights(model, size) or _infer_shapes(path, exact or model)
+    inferred = without_weights(model, size, strict_inference) or _infer_shapes(path, exact or model)
     onnx_seconds = time.process_time() - start
     return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
                        tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())),

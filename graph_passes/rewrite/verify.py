@@ -31,6 +31,7 @@ import onnx
 import onnx.inliner
 
 from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load.weights import without_weights
 from hexfuse.graph_passes.rewrite.ort_check import OutputDiff, diff, random_inputs, run
 from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 
@@ -191,7 +192,8 @@ def verify(original_raw: bytes, prepared: onnx.ModelProto, fused_bytes: bytes, r
     feeds = random_inputs(prepared, seed)  # the file's inputs, with the dims --fix-dim pinned
     watched = [name for rep in representatives for name in (*calls[rep].input, *calls[rep].output)
                if name and name not in initializers and name not in feeds]
-    expanded = onnx.inliner.inline_local_functions(fused)
+    expanded = (without_weights(fused, len(fused_bytes), onnx.inliner.inline_local_functions)
+                or onnx.inliner.inline_local_functions(fused))
     values = run(_with_outputs(expanded, watched, types), feeds, LEVEL, "the fused model")
     values.update(feeds)
     outputs = [name for rep in representatives for name in calls[rep].output]

@@ -1,5 +1,7 @@
-"""Loading a model whose weights are most of its bytes: shape inference runs without the weights' data and
-gives the same inferred model, byte for byte, as over the whole model (graph_passes/load/model.py)."""
+"""A model whose weights are most of its bytes: onnx's shape inference (the load) and function inliner
+(verification) run without the weights' data and give the same model, byte for byte, as over the whole
+model (graph_passes/load/weights.py); and where a file is heavy for its nodes, the load asks its
+tensors, not its bytes, whether one keeps its data outside (graph_passes/load/model.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.inliner
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.graph_passes.load import model as load
+from hexfuse.graph_passes.load.weights import without_weights
 
 WIDTH = 1536  # one float weight of 9.4 MB: over the size where the weights are left out of inference
 
@@ -76,6 +80,19 @@ def test_inference_without_weights_failing_falls_back_to_the_whole_model(tmp_pat
 
     monkeypatch.setattr(onnx.shape_inference, "infer_shapes", refuse_light)
     assert load.load_model(path).inferred.SerializeToString() == _whole_model_inference(raw)
+
+
+def test_functions_inlined_without_the_weights_give_the_same_model() -> None:
+    model = _weighty_model()
+    body = [helper.make_node("Relu", ["a"], ["b"])]
+    model.functions.append(helper.make_function("hexfuse.test", "Twice", ["a"], ["b"], body,
+                                                [helper.make_opsetid("", 17)]))
+    model.opset_import.append(helper.make_opsetid("hexfuse.test", 1))
+    model.graph.node[-1].CopyFrom(helper.make_node("Twice", ["z"], ["out"], name="call", domain="hexfuse.test"))
+    whole = onnx.inliner.inline_local_functions(model)
+    light = without_weights(model, model.ByteSize(), onnx.inliner.inline_local_functions)
+    assert light is not None and light.SerializeToString() == whole.SerializeToString()
+    assert [node.op_type for node in light.graph.node][-1] == "Relu"  # inlined
 
 
 def test_small_models_are_inferred_whole(tmp_path: Path, inferred_sizes: list[int]) -> None:

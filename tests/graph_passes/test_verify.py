@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import onnx
+import onnx.inliner
 import pytest
 
 from tests.passes import fuse_model
@@ -37,6 +38,27 @@ def test_a_good_fused_model_verifies_and_says_how(tmp_path):
     assert verification.diffs and all(d.max_abs == 0.0 for d in verification.diffs)
     text = verification.describe()
     assert "all 3 fused nodes" in text and "1 op types" in text and "graph optimizations off" in text
+
+
+def test_the_fused_model_runs_only_as_far_as_the_nodes_it_checks(tmp_path, monkeypatch):
+    """Of three fused nodes of one op type, the first is checked: the other two blocks are not run."""
+    result = _result(tmp_path)
+    ran: list[onnx.ModelProto] = []
+    real = verify_module.run
+
+    def spy(model_bytes, feeds, level, what):
+        ran.append(onnx.load_model_from_string(model_bytes))
+        return real(model_bytes, feeds, level, what)
+
+    monkeypatch.setattr(verify_module, "run", spy)
+    verification = verify_result(result)
+    assert verification.equal and verification.diffs
+    whole = onnx.inliner.inline_local_functions(onnx.load_model_from_string(result.model_bytes))
+    fused_run = ran[0]
+    assert 0 < len(fused_run.graph.node) < len(whole.graph.node)
+    assert {node.name for node in fused_run.graph.node} <= {node.name for node in whole.graph.node}
+    assert {info.name for info in fused_run.graph.input} == {"a0", "b0"}  # the other blocks' inputs are not read
+    assert "as far as the first fused node of each op type" in verification.describe()
 
 
 def test_swapped_inputs_of_a_call_fail_the_structure_check(tmp_path):

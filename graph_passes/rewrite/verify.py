@@ -156,8 +156,8 @@ def _computing(model: onnx.ModelProto, names: list[str], types: TypeOf, whole: b
     fetched (a 3B prefill layer fused as designed: 1.35 s whole, 0.55 s up to what its fused nodes give)."""
     graph = model.graph
     if not whole:
-        kept, needed = _depended_on(graph, names)
-        nodes = list(graph.node)
+        nodes = list(graph.node)  # (indexing the repeated field builds a wrapper per access)
+        kept, needed = _depended_on(nodes, names)
         _replace(graph.node, [nodes[index] for index in sorted(kept)])
         _replace(graph.input, [info for info in graph.input if info.name in needed])
         _replace(graph.initializer, [tensor for tensor in graph.initializer if tensor.name in needed])
@@ -172,10 +172,9 @@ def _computing(model: onnx.ModelProto, names: list[str], types: TypeOf, whole: b
     return model.SerializeToString()
 
 
-def _depended_on(graph: onnx.GraphProto, names: list[str]) -> tuple[set[int], set[str]]:
-    """(the nodes computing the tensors ``names``, directly or through others; every tensor they read, and
-    ``names``), subgraphs' reads of outer tensors included."""
-    nodes = list(graph.node)
+def _depended_on(nodes: list[onnx.NodeProto], names: list[str]) -> tuple[set[int], set[str]]:
+    """(the positions in ``nodes`` of those computing the tensors ``names``, directly or through others; every
+    tensor they read, and ``names``), subgraphs' reads of outer tensors included."""
     producer = {out: index for index, node in enumerate(nodes) for out in node.output if out}
     kept: set[int] = set()
     needed: set[str] = set()

@@ -164,7 +164,7 @@ def _analyze(path: str | Path, scorer: Scorer, backend: Backend | None) -> Analy
     loaded = load_model(path)
     timings["load"] = time.process_time() - start
     mark = time.process_time()
-    typed = loaded.inferred.graph
+    typed = loaded.typed.graph
     flat = FlatGraph.build(loaded.model, typed)
     listed = (flat.node_names, flat.op_types) if loaded.origin is None else None  # the file's nodes, as read
     copies = dequantize_copies(loaded.model, flat)

@@ -82,14 +82,15 @@ def _inside(kind: str, path: str) -> None:
         import onnx
 
         from hexfuse.graph_passes.load.model import strict_inference
-        from hexfuse.graph_passes.load.weights import without_weights
+        from hexfuse.graph_passes.load.weights import lighten
 
         cpu, wall = time.process_time(), time.perf_counter()
         raw = Path(path).read_bytes()
         hashlib.sha256(raw).hexdigest()
         model = onnx.load_from_string(raw)
         onnx.checker.check_model(raw)
-        inferred = without_weights(model, len(raw), strict_inference) or strict_inference(raw)
+        light = lighten(model, len(raw), strict_inference)
+        inferred = light[0] if light is not None else strict_inference(raw)
         nodes = [(n.op_type, n.domain, n.name, tuple(n.input), tuple(n.output)) for n in model.graph.node]
         types = [(v.name, v.type.SerializeToString()) for v in inferred.graph.value_info]
         extra = {"nodes": len(nodes), "types": len(types)}

@@ -34,7 +34,7 @@ from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.subgraphs import node_reads
 from hexfuse.graph_passes.load.sparse import densify_sparse_initializers
 from hexfuse.graph_passes.load.toposort import topological_order
-from hexfuse.graph_passes.load.weights import without_weights
+from hexfuse.graph_passes.load.weights import LeftOut, lighten
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf cannot serialize, check or infer a larger ModelProto in memory
 MAX_DIM = 2**63 - 1  # an ONNX dimension is an int64
@@ -49,7 +49,7 @@ class LoadedModel:
     raw: bytes  # the file's bytes, as read
     sha256: str
     model: onnx.ModelProto  # sorted, opset >= MIN_OPSET, external data loaded
-    inferred: onnx.ModelProto  # ``model`` with inferred value_info for every tensor
+    typed: onnx.ModelProto  # ``model`` with inferred value_info for every tensor, its weights' data perhaps left out
     upgraded_from: int | None  # original default-domain opset when the pass upgraded it
     file: onnx.GraphProto | None = None  # the file's own graph, before upgrade and sort (labels)
     origin: tuple[int, ...] | None = None  # node of ``model`` -> index in ``file`` (-1: added by the upgrade); None: same
@@ -57,6 +57,13 @@ class LoadedModel:
     densified: tuple[str, ...] = ()  # sparse initializers the pass reads as dense ones (sparse.py)
     fixed_dims: tuple[tuple[str, int], ...] = ()  # symbolic dimensions pinned by --fix-dim, sorted
     onnx_seconds: float = 0.0  # CPU time in onnx's checker and shape inference (C++; with the sort of an unsorted file)
+    left_out: LeftOut | None = None  # the weights' data ``typed`` lacks (weights.py)
+
+    @property
+    def inferred(self) -> onnx.ModelProto:
+        """``typed`` with every weight's data: given back on first use (what reads types only reads
+        ``typed``: a copy of a 100 MB layer's weights costs about 45 ms)."""
+        return self.left_out.give_back(self.typed) if self.left_out is not None else self.typed
 
     def self_contained(self) -> bytes:
         """The file's model as bytes any reader can load alone: ``raw`` itself, or, where it keeps
@@ -374,8 +381,9 @@ def load_model(path: str | Path, fix: Mapping[str, int] | None = None) -> Loaded
             onnx.checker.check_model(exact)
         except (onnx.checker.ValidationError, ValueError) as again:
             raise HexfuseError(f"{path}: invalid ONNX graph: {_first_line(again)}") from None
-    inferred = without_weights(model, size, strict_inference) or _infer_shapes(path, exact or model)
+    light = lighten(model, size, strict_inference)
+    typed, left_out = light if light is not None else (_infer_shapes(path, exact or model), None)
     onnx_seconds = time.process_time() - start
-    return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, inferred, upgraded_from, file_graph,
+    return LoadedModel(path, raw, hashlib.sha256(raw).hexdigest(), model, typed, upgraded_from, file_graph,
                        tuple(origin) if origin is not None else None, external, densified, tuple(sorted(fix.items())),
-                       onnx_seconds)
+                       onnx_seconds, left_out)

@@ -1,7 +1,8 @@
 """A model whose weights are most of its bytes: onnx's shape inference (the load) and function inliner
 (verification) run without the weights' data and give the same model, byte for byte, as over the whole
 model (graph_passes/load/weights.py); and where a file is heavy for its nodes, the load asks its
-tensors, not its bytes, whether one keeps its data outside (graph_passes/load/model.py)."""
+tensors, not its bytes, whether one keeps its data outside (graph_passes/load/model.py); the pass reads the
+inferred types without the weights' data given back."""
 
 from __future__ import annotations
 
@@ -65,6 +66,19 @@ def test_weights_left_out_of_inference_give_the_same_inferred_model(tmp_path: Pa
     assert loaded.inferred.SerializeToString() == expected
     shapes = {info.name: [d.dim_value for d in info.type.tensor_type.shape.dim] for info in loaded.inferred.graph.value_info}
     assert shapes["z"] == [2, WIDTH // 2]  # data propagation through Shape still ran
+
+
+def test_the_pass_reads_the_types_and_leaves_the_weights_out(tmp_path: Path) -> None:
+    """The analysis reads ``typed`` alone; ``inferred`` gives the data back on first use, once."""
+    from hexfuse import analyze_model
+
+    path = tmp_path / "weighty.onnx"
+    onnx.save(_weighty_model(), path)
+    loaded = analyze_model(path).loaded
+    assert loaded.left_out is not None and loaded.left_out.positions == (0,)  # the whole pass ran without them
+    assert loaded.typed.graph.initializer[0].raw_data == b""
+    assert loaded.inferred is loaded.typed and not loaded.left_out.positions
+    assert loaded.typed.graph.initializer[0].raw_data == loaded.model.graph.initializer[0].raw_data
 
 
 def test_inference_without_weights_failing_falls_back_to_the_whole_model(tmp_path: Path, monkeypatch) -> None:

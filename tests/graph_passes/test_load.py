@@ -81,6 +81,26 @@ def test_the_pass_reads_the_types_and_leaves_the_weights_out(tmp_path: Path) -> 
     assert loaded.typed.graph.initializer[0].raw_data == loaded.model.graph.initializer[0].raw_data
 
 
+def test_the_light_copy_carries_every_field_but_the_weights_data() -> None:
+    """Copied field by field: with the data given back, the copy is the model byte for byte."""
+    from hexfuse.graph_passes.load.weights import _light_copy
+
+    model = _weighty_model(width=64)
+    model.doc_string, model.producer_name, model.model_version = "doc", "test", 7
+    helper.set_model_props(model, {"key": "value"})
+    model.graph.doc_string = "graph doc"
+    model.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64]))
+    weight = model.graph.initializer[0]
+    weight.doc_string = "weight doc"
+    weight.metadata_props.add(key="origin", value="test")
+    model.functions.append(helper.make_function("hexfuse.test", "Id", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])],
+                                                [helper.make_opsetid("", 17)]))
+    light = _light_copy(model, frozenset({0}))
+    assert light.graph.initializer[0].raw_data == b"" and light.graph.initializer[0].HasField("raw_data")
+    light.graph.initializer[0].raw_data = weight.raw_data
+    assert light.SerializeToString() == model.SerializeToString()
+
+
 def test_inference_without_weights_failing_falls_back_to_the_whole_model(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "weighty.onnx"
     onnx.save(_weighty_model(), path)

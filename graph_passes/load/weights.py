@@ -6,10 +6,10 @@ C++ side parses, works over and serializes back every byte it is given: on a 60 
 shape inference takes 86 ms with the weights and 1.4 ms without. ``lighten`` hands such a pass the
 model with the data of its large non-integer initializers left out, copied field by field so that
 those bytes are never copied; ``LeftOut.give_back`` gives that data back by position, only where a
-caller needs it (the pass reads the inferred model's types alone; a whole copy of a 100 MB layer's weights costs
-about 45 ms). Restored, it is the same model byte for byte on every bundled, light and real-size model
-here (tests/graph_passes/test_load.py); fields unknown to this onnx are not carried (no pass of
-this onnx could read them)."""
+caller needs it (the pass reads the inferred model's types alone; a copy of a 100 MB layer's weights
+costs about 45 ms). Given back, it is the same model byte for byte on every bundled, light and
+real-size model here (tests/graph_passes/test_load.py); fields unknown to this onnx are not carried
+(no pass of this onnx could read them)."""
 
 from __future__ import annotations
 

@@ -204,6 +204,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "analyze": (None, "show what could be fused and why or why not"),
     "fuse": (None, "write a model with fused nodes, its fusion spec and a report"),
     "merge": ("hexfuse.graph_passes.merge.cli", "merge two models (e.g. prefill and decode) into one graph of two requests"),
+    "combine": ("hexfuse.graph_passes.combine.cli", "run requests that share a model as one batch (weights read once)"),
     "calibrate": ("hexfuse.graph_passes.cost.cli", "fit a target's constants from a device profile (QNN CSV, AI Hub JSON) or published latencies"),
     "oppkg": ("hexfuse.op_package.cli", "generate the QNN HTP op package of a fused model"),
     "ab": ("hexfuse.tools.ab.cli", "A/B original vs fused model: four baselines, equivalence, latency, profiles"),

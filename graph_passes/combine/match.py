@@ -1,0 +1,113 @@
+"""Counterpart nodes across requests: the same op on the same weights and on corresponding inputs.
+
+Walking the first request's nodes in order, a node's counterpart in request r is the node of r that
+
+  - has the same op type, domain and attributes;
+  - reads, at every constant input slot, a constant of equal value (view.constant digests), and
+  - reads, at every input slot whose tensor already has counterparts, the counterpart tensor in r.
+
+Each such condition narrows the candidates; one left is the counterpart, none or several (an op applied
+twice to one weight) leave the node without one. Weights anchor the walk where it re-enters a chain
+(``o_proj`` after each request's own attention); corresponding inputs carry it along (RMSNorm, SiLU·Mul).
+
+The encodings of activation Quantize/DequantizeLinear (inputs 1, 2) do not narrow: requests calibrated
+apart still correspond there, and the plan says which tensor's encodings differ (or requantizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hexfuse.graph_passes.combine.view import SHARED, RequestView, attribute_key
+
+QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+@dataclass
+class Counterparts:
+    tuples: list[tuple[int, ...]] = field(default_factory=list)  # one node per request, request order
+    tuple_of: dict[int, int] = field(default_factory=dict)  # node -> its tuple
+    tensors: dict[str, tuple[str, ...]] = field(default_factory=dict)  # first request's tensor -> one per request
+    missing: dict[int, str] = field(default_factory=dict)  # node without counterparts -> why
+
+
+def is_encoding_slot(op_type: str, slot: int) -> bool:
+    return op_type in QDQ and slot in (1, 2)
+
+
+def node_key(view: RequestView, index: int) -> tuple:
+    node = view.nodes[index]
+    return (node.domain, node.op_type, attribute_key(node), len(node.input), len(node.output))
+
+
+def find_counterparts(view: RequestView) -> Counterparts:
+    found = Counterparts()
+    if view.count < 2:
+        return found
+    by_constant: dict[tuple[bytes, int], list[int]] = {}
+    for tensor, digest in view.constant.items():
+        for reader, slot in view.readers.get(tensor, ()):
+            if view.request_of[reader] != SHARED:
+                by_constant.setdefault((digest, slot), []).append(reader)
+    keys = [node_key(view, i) for i in range(len(view.nodes))]
+    taken: set[int] = set()
+    for index, node in enumerate(view.nodes):
+        if view.request_of[index] != 0:
+            continue
+        members = [index]
+        for request in range(1, view.count):
+            candidates: set[int] | None = None
+            for slot, tensor in enumerate(node.input):
+                if not tensor or (is_encoding_slot(node.op_type, slot) and tensor in view.constant):
+                    continue
+                if tensor in view.constant:
+                    narrowed = set(by_constant.get((view.constant[tensor], slot), ()))
+                elif tensor in found.tensors:
+                    twin = found.tensors[tensor][request]
+                    narrowed = {reader for reader, at in view.readers.get(twin, ()) if at == slot}
+                else:
+                    continue
+                candidates = narrowed if candidates is None else candidates & narrowed
+            if candidates is None:
+                found.missing[index] = "none of its inputs is a weight or has counterparts"
+                break
+            candidates = {c for c in candidates
+                          if view.request_of[c] == request and keys[c] == keys[index] and c not in taken}
+            if len(candidates) != 1:
+                found.missing[index] = _why_none(view, found, index, request, keys) if not candidates else \
+                    f"request {view.names[request]} has {len(candidates)} nodes it could correspond to"
+                break
+            members.append(candidates.pop())
+        else:
+            number = len(found.tuples)
+            found.tuples.append(tuple(members))
+            for member in members:
+                found.tuple_of[member] = number
+                taken.add(member)
+            for k, tensor in enumerate(node.output):
+                if tensor:
+                    found.tensors[tensor] = tuple(view.nodes[m].output[k] for m in members)
+    return found
+
+
+def _shown(view: RequestView, tensor: str) -> str:
+    value = view.small_value(tensor)
+    return f"{tensor!r} = {value}" if value is not None else repr(tensor)
+
+
+def _why_none(view: RequestView, found: Counterparts, index: int, request: int, keys: list[tuple]) -> str:
+    """Where the counterpart reads corresponding activations but another constant, name that constant
+    (a Reshape's target shape holds the request's own token count)."""
+    node = view.nodes[index]
+    for slot, tensor in enumerate(node.input):
+        if tensor in found.tensors:
+            twin = found.tensors[tensor][request]
+            for reader, at in view.readers.get(twin, ()):
+                other = view.nodes[reader]
+                if at != slot or keys[reader] != keys[index]:
+                    continue
+                for k, (mine, theirs) in enumerate(zip(node.input, other.input)):
+                    if mine in view.constant and view.constant.get(theirs) != view.constant[mine]:
+                        return (f"its constant input {k} differs between the requests ({_shown(view, mine)} vs "
+                                f"{_shown(view, theirs)}): it works on the request's own sizes")
+    return f"request {view.names[request]} has no node applying the same op to the same constants on corresponding inputs"

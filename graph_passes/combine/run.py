@@ -1,0 +1,111 @@
+"""``combine_requests``: plan, price, rewrite and verify in one call (what ``hexfuse combine`` runs).
+
+    merged.onnx ─ load ─ [requantize] ─ view ─ plan ─ price ─ choose ─ rewrite ─ verify ─> combined model
+                                                                        │
+                                        chains whose rewrite would order two requests in a cycle are dropped
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from hexfuse.graph_passes.combine.plan import Plan, plan_combine
+from hexfuse.graph_passes.combine.price import Priced, price_chain
+from hexfuse.graph_passes.combine.requantize import Requantized, requantize
+from hexfuse.graph_passes.combine.rewrite import boundary_ops, combine_model
+from hexfuse.graph_passes.combine.verify import Verification, require, verify_combined
+from hexfuse.graph_passes.combine.view import RequestView, request_view
+from hexfuse.graph_passes.cost.target import Target, load_target
+from hexfuse.graph_passes.errors import HexfuseError
+from hexfuse.graph_passes.load.model import LoadedModel, load_model
+from hexfuse.graph_passes.load.toposort import CycleError
+
+DEFAULT_TARGET = "sm8650"
+NO_WEIGHTS = "it reads no weight: combining it saves nothing a Concat and a Split would not cost"
+
+
+@dataclass
+class Combined:
+    loaded: LoadedModel
+    target: Target
+    view: RequestView  # the requests of ``reference``
+    plan: Plan
+    prices: list[Priced]  # per chain of the plan
+    chosen: list[int]  # chains combined
+    refused: dict[int, str]  # chain -> why it was not combined
+    model: onnx.ModelProto  # the combined model (``reference`` where nothing is combined)
+    reference: onnx.ModelProto  # the merged model, requantized where --requantize changed encodings
+    requantized: list[Requantized] = field(default_factory=list)
+    verification: Verification | None = None
+    requantize_change: Verification | None = None  # the requantized merged model against the merged one
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _choose(plan: Plan, prices: list[Priced], everything: bool) -> tuple[list[int], dict[int, str]]:
+    chosen, refused = [], {}
+    for index, (chain, priced) in enumerate(zip(plan.chains, prices)):
+        if everything:
+            chosen.append(index)
+        elif not chain.weights:
+            refused[index] = NO_WEIGHTS
+        elif not priced.pays:
+            refused[index] = (f"estimated {priced.combined_ns / 1e3:.1f} us combined against {priced.apart_ns / 1e3:.1f} us "
+                              "apart: the Concat/Split and padded rows cost more than reading the weights once saves")
+        else:
+            chosen.append(index)
+    return chosen, refused
+
+
+def _rewrite(plan: Plan, chosen: list[int], refused: dict[int, str]) -> tuple[onnx.ModelProto, list[int]]:
+    """The model with ``chosen`` combined; where that orders two requests in a cycle, chains are added
+    one at a time and those that close a cycle are refused."""
+    try:
+        return combine_model(plan, chosen), chosen
+    except CycleError:
+        kept: list[int] = []
+        for index in chosen:
+            try:
+                combine_model(plan, kept + [index])
+                kept.append(index)
+            except CycleError:
+                refused[index] = "combined with the chains before it, it would order two requests in a cycle"
+        return combine_model(plan, kept), kept
+
+
+def combine_requests(path: str | Path, target: str | Path = DEFAULT_TARGET, requantized: bool = False,
+                     everything: bool = False, verify: bool = True) -> Combined:
+    seconds: dict[str, float] = {}
+    mark = time.perf_counter()
+    loaded = load_model(path)
+    target_spec = load_target(target)
+    merged = loaded.inferred
+    view = request_view(merged)
+    if view.count < 2:
+        raise HexfuseError(f"{loaded.path}: holds one request; merge two or more (hexfuse merge A.onnx B.onnx ...) "
+                           "or give a graph whose parts share nothing but weights")
+    changes: list[Requantized] = []
+    if requantized:
+        merged, changes = requantize(view)
+        if changes:
+            view = request_view(merged)
+    seconds["load"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    plan = plan_combine(view)
+    prices = [price_chain(plan, chain, target_spec, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
+    chosen, refused = _choose(plan, prices, everything)
+    model, chosen = _rewrite(plan, chosen, refused) if chosen else (merged, [])
+    seconds["plan"] = time.perf_counter() - mark
+    result = Combined(loaded, target_spec, view, plan, prices, chosen, refused, model, merged, changes, seconds=seconds)
+    if verify:
+        mark = time.perf_counter()
+        reference = merged.SerializeToString()
+        result.verification = verify_combined(view, reference, model.SerializeToString())
+        if changes:
+            result.requantize_change = verify_combined(request_view(loaded.inferred), loaded.self_contained(), reference)
+        seconds["verify"] = time.perf_counter() - mark
+        require(result.verification)
+    return result

@@ -203,7 +203,7 @@ def _pop_debug(argv: list[str]) -> tuple[list[str], bool]:
 COMMANDS: dict[str, tuple[str | None, str]] = {
     "analyze": (None, "show what could be fused and why or why not"),
     "fuse": (None, "write a model with fused nodes, its fusion spec and a report"),
-    "merge": ("hexfuse.graph_passes.merge.cli", "merge two models (e.g. prefill and decode) into one graph of two requests"),
+    "merge": ("hexfuse.graph_passes.merge.cli", "merge models (e.g. a prefill and decodes) into one graph of requests"),
     "combine": ("hexfuse.graph_passes.combine.cli", "run requests that share a model as one batch (weights read once)"),
     "calibrate": ("hexfuse.graph_passes.cost.cli", "fit a target's constants from a device profile (QNN CSV, AI Hub JSON) or published latencies"),
     "oppkg": ("hexfuse.op_package.cli", "generate the QNN HTP op package of a fused model"),

@@ -79,15 +79,43 @@ def find_counterparts(view: RequestView) -> Counterparts:
                 break
             members.append(candidates.pop())
         else:
-            number = len(found.tuples)
-            found.tuples.append(tuple(members))
-            for member in members:
-                found.tuple_of[member] = number
-                taken.add(member)
-            for k, tensor in enumerate(node.output):
-                if tensor:
-                    found.tensors[tensor] = tuple(view.nodes[m].output[k] for m in members)
+            _add(view, found, members, taken)
+    _grow_quantizers_back(view, found, keys, taken)
+    order = sorted(range(len(found.tuples)), key=lambda number: found.tuples[number][0])  # the sorted graph's order
+    found.tuples = [found.tuples[number] for number in order]
+    found.tuple_of = {member: number for number, members in enumerate(found.tuples) for member in members}
     return found
+
+
+def _add(view: RequestView, found: Counterparts, members: list[int], taken: set[int]) -> None:
+    number = len(found.tuples)
+    found.tuples.append(tuple(members))
+    for member in members:
+        found.tuple_of[member] = number
+        found.missing.pop(member, None)
+        taken.add(member)
+    for k, tensor in enumerate(view.nodes[members[0]].output):
+        if tensor:
+            found.tensors[tensor] = tuple(view.nodes[m].output[k] for m in members)
+
+
+def _grow_quantizers_back(view: RequestView, found: Counterparts, keys: list[tuple], taken: set[int]) -> None:
+    """Quantize/DequantizeLinear pairs that feed counterparts from nodes kept per request (the quantized
+    attention output before ``o_proj``) correspond too: the forward walk cannot reach them (their data
+    comes from a node without counterparts), but a chain may start at their quantized tensor."""
+    pending = list(range(len(found.tuples)))
+    while pending:
+        members = found.tuples[pending.pop()]
+        for slot, tensor in enumerate(view.nodes[members[0]].input):
+            if not tensor or tensor in view.constant or tensor in found.tensors:
+                continue
+            producers = [view.producer.get(view.nodes[m].input[slot]) for m in members]
+            if any(p is None or p in taken or view.request_of[p] == SHARED for p in producers):
+                continue
+            if view.nodes[producers[0]].op_type not in QDQ or len({keys[p] for p in producers}) != 1:
+                continue
+            _add(view, found, producers, taken)
+            pending.append(len(found.tuples) - 1)
 
 
 def _shown(view: RequestView, tensor: str) -> str:

@@ -279,6 +279,12 @@ def _unit_cuts(plan: Plan) -> dict[int, str]:
     for chain in plan.chains:
         for tensors in chain.entries:
             producer = view.producer.get(tensors[0])
+            if producer is not None and view.nodes[producer].op_type not in ("QuantizeLinear", "DequantizeLinear"):
+                for reader, _ in view.readers.get(tensors[0], ()):
+                    number = plan.counterparts.tuple_of.get(reader)
+                    if number in chain.tuples and view.nodes[reader].op_type == "QuantizeLinear":
+                        label = view.nodes[producer].name or view.nodes[producer].op_type
+                        cut[number] = f"it quantizes {tensors[0]!r}, the output of '{label}' kept per request"
             if producer is not None and view.nodes[producer].op_type == "DequantizeLinear":
                 for reader, _ in view.readers.get(tensors[0], ()):
                     number = plan.counterparts.tuple_of.get(reader)

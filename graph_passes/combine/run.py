@@ -25,7 +25,8 @@ from hexfuse.graph_passes.load.model import LoadedModel, load_model
 from hexfuse.graph_passes.load.toposort import CycleError
 
 DEFAULT_TARGET = "sm8650"
-NO_WEIGHTS = "it reads no weight: combining it saves nothing a Concat and a Split would not cost"
+NO_WEIGHTS = ("no matrix op on a weight in it: nothing is read once, and the launches it saves are priced with "
+              "per-op constants fitted on vision models (--all combines it anyway)")
 
 
 @dataclass
@@ -50,7 +51,7 @@ def _choose(plan: Plan, prices: list[Priced], everything: bool) -> tuple[list[in
     for index, (chain, priced) in enumerate(zip(plan.chains, prices)):
         if everything:
             chosen.append(index)
-        elif not chain.weights:
+        elif not priced.weight_bytes_combined:
             refused[index] = NO_WEIGHTS
         elif not priced.pays:
             refused[index] = (f"estimated {priced.combined_ns / 1e3:.1f} us combined against {priced.apart_ns / 1e3:.1f} us "

@@ -1,4 +1,4 @@
-"""``hexfuse merge A.onnx B.onnx -o AB.onnx``: two requests in one graph (graph_passes.merge.requests).
+"""``hexfuse merge A.onnx B.onnx [C.onnx ...] -o AB.onnx``: requests in one graph (graph_passes.merge.requests).
 
 Writes AB.onnx and AB.merge.json (original input/output names -> merged names, per request), both or
 neither (io.write_files); never over A, B, their external data or the files beside them.
@@ -20,25 +20,27 @@ def mapping_path(model_path: Path) -> Path:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    sub = subparsers.add_parser("merge", help="merge two models (e.g. prefill and decode) into one graph of two requests")
-    sub.add_argument("model_a", help="first ONNX model (never modified)")
-    sub.add_argument("model_b", help="second ONNX model, or the same file again (never modified)")
+    sub = subparsers.add_parser("merge", help="merge models (e.g. a prefill and decodes) into one graph of requests")
+    sub.add_argument("models", nargs="+", metavar="MODEL",
+                     help="two or more ONNX models, the same file more than once for several requests (never modified)")
     sub.add_argument("-o", "--output", required=True, help="merged model path; the name mapping goes beside it (.merge.json)")
-    sub.add_argument("--names", nargs=2, metavar=("NAME_A", "NAME_B"),
-                     help="request names, used as prefixes NAME/ (default: the file stems, or a and b)")
+    sub.add_argument("--names", nargs="+", metavar="NAME",
+                     help="one request name per model, used as prefixes NAME/ (default: the file stems, or a, b, ...)")
     sub.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hexfuse.graph_passes.merge.requests import merge_models
+    from hexfuse.graph_passes.merge.requests import merge_requests
 
     out = Path(args.output)
-    for source in (args.model_a, args.model_b):
+    if len(args.models) < 2:
+        raise HexfuseError("merge needs two or more models")
+    for source in args.models:
         if out.exists() and Path(source).exists() and out.resolve() == Path(source).resolve():
             raise HexfuseError(f"{out}: refusing to overwrite an input model")
     if out.is_dir():
         raise HexfuseError(f"{out}: is a directory, expected an output .onnx path")
-    merged = merge_models(args.model_a, args.model_b, tuple(args.names) if args.names else None)
+    merged = merge_requests(args.models, tuple(args.names) if args.names else None)
     from hexfuse.graph_passes.pipeline import protected_files
 
     mapping = {"model": out.name, **merged.mapping, "shared_initializers": merged.shared_initializers,

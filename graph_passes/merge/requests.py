@@ -1,4 +1,4 @@
-"""Merge two models into one graph that runs both as independent requests (``hexfuse merge``).
+"""Merge models into one graph that runs them as independent requests (``hexfuse merge``; two or more).
 
     prefill.onnx:  ids ──> [P] ──> logits        merged:  prefill/ids ──> [prefill/…] ──> prefill/logits
     decode.onnx:   ids ──> [D] ──> logits   ==>           decode/ids  ──> [decode/…]  ──> decode/logits
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,21 +63,28 @@ class Merged:
     inputs: tuple[LoadedModel, ...] = ()  # the two models as read (what the writer must not overwrite)
 
 
-def default_names(path_a: Path, path_b: Path) -> tuple[str, str]:
-    """The file stems when they are valid and differ, else ``a`` and ``b``."""
-    stems = (Path(path_a).stem, Path(path_b).stem)
-    if stems[0] != stems[1] and all(_NAME.match(stem) for stem in stems):
+def default_names(paths: Sequence[Path]) -> tuple[str, ...]:
+    """The file stems when they are valid and all differ, else ``a``, ``b``, ``c``, ..."""
+    stems = tuple(Path(path).stem for path in paths)
+    if len(set(stems)) == len(stems) and all(_NAME.match(stem) for stem in stems):
         return stems
-    return ("a", "b")
+    return tuple(_letters(i) for i in range(len(paths)))
 
 
-def _check_names(names: tuple[str, str]) -> None:
+def _letters(index: int) -> str:
+    return chr(ord("a") + index) if index < 26 else f"r{index}"
+
+
+def _check_names(names: tuple[str, ...], count: int) -> None:
+    if len(names) != count:
+        raise HexfuseError(f"{len(names)} request names for {count} models; give one name per model")
     for name in names:
         if not _NAME.match(name):
             raise HexfuseError(f"request name {name!r} must be 1 to 64 ASCII characters: a letter first, then letters, "
                                "digits, '_', '.', '-'")
-    if names[0] == names[1]:
-        raise HexfuseError(f"both requests are named {names[0]!r}: their names would clash; give two different names")
+    clash = next((name for name in names if names.count(name) > 1), None)
+    if clash is not None:
+        raise HexfuseError(f"two requests are named {clash!r}: their names would clash; give each a different name")
 
 
 def _check_mergeable(request: Request) -> None:
@@ -132,7 +140,7 @@ def _constant_key(tensor: gs.Constant) -> tuple:
 
 
 def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
-    """Prefix every name; point the second model at the first's byte-identical constants. Returns
+    """Prefix every name; point each model at an earlier one's byte-identical constants. Returns
     (shared initializers, bytes saved)."""
     prefixes = tuple(r.prefix for r in requests)
     first: dict[tuple, gs.Constant] = {}
@@ -153,10 +161,10 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
                 tensor.name = request.prefix + name
                 continue
             key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS and id(tensor) not in edge else None
-            kept = first.get(key) if number > 0 and key is not None else None
+            kept = first.get(key) if key is not None else None
             if kept is None:
-                if number == 0 and key is not None:
-                    first.setdefault(key, tensor)
+                if key is not None:  # the first model holding these bytes keeps them for every later one
+                    first[key] = tensor
                     first_name[id(tensor)] = name
                 tensor.name = request.prefix + name
                 continue
@@ -186,10 +194,17 @@ def _mapping(requests: list[Request], model: onnx.ModelProto) -> dict:
 
 
 def merge_models(path_a: str | Path, path_b: str | Path, names: tuple[str, str] | None = None) -> Merged:
-    """One model computing both: disjoint prefixed inputs/outputs, byte-identical weights stored once."""
-    names = tuple(names) if names else default_names(Path(path_a), Path(path_b))
-    _check_names(names)
-    requests = [Request(name, load_model(path)) for name, path in zip(names, (path_a, path_b))]
+    """Two requests in one model (merge_requests with two paths)."""
+    return merge_requests((path_a, path_b), names)
+
+
+def merge_requests(paths: Sequence[str | Path], names: Sequence[str] | None = None) -> Merged:
+    """One model computing every request: disjoint prefixed inputs/outputs, byte-identical weights stored once."""
+    if len(paths) < 2:
+        raise HexfuseError(f"merging needs two or more models, got {len(paths)}")
+    names = tuple(names) if names else default_names([Path(p) for p in paths])
+    _check_names(names, len(paths))
+    requests = [Request(name, load_model(path)) for name, path in zip(names, paths)]
     for request in requests:
         _check_mergeable(request)
     opsets = _merged_opsets(requests)

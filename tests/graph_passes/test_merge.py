@@ -172,7 +172,7 @@ REFUSALS = {
     "dynamic": (lambda d: (builders.save(builders.two_branch(), d / "a.onnx"), builders.save(builders.dynamic_two_branch(), d / "b.onnx")),
                 (), "b.onnx: input 'x' has a symbolic 'batch' dimension on axis 0"),
     "same names": (lambda d: (builders.save(builders.two_branch(), d / "a.onnx"),) * 2, ("--names", "r", "r"),
-                   "both requests are named 'r'"),
+                   "two requests are named 'r'"),
     "bad name": (lambda d: (builders.save(builders.two_branch(), d / "a.onnx"),) * 2, ("--names", "r/1", "s"),
                  "request name 'r/1' must be 1 to 64 ASCII characters: a letter first"),
     "function clash": (lambda d: (builders.save(_function_model("Relu"), d / "a.onnx"), builders.save(_function_model("Tanh"), d / "b.onnx")),

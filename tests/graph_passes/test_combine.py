@@ -1,0 +1,251 @@
+"""``hexfuse combine``: requests sharing a model run their row-wise chains once on all their rows.
+
+Real exported models (the bundled Llama prefill + decode, float and QDQ; a prefill and two decodes merged
+by ``hexfuse merge``) and small graphs built here for the row rules; each combine is checked on ONNX
+Runtime against running every request alone, and against changing one request's inputs only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from hexfuse.cli import main
+from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
+from hexfuse.graph_passes.combine.explain import explain
+from hexfuse.graph_passes.combine.plan import plan_combine
+from hexfuse.graph_passes.combine.rows import COUPLES_ROWS
+from hexfuse.graph_passes.combine.run import combine_requests
+from hexfuse.graph_passes.combine.verify import RELATIVE_BOUND, verify_combined
+from hexfuse.graph_passes.combine.view import request_view
+from hexfuse.graph_passes.merge.requests import merge_requests
+from hexfuse.graph_passes.rewrite.ort_check import random_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "models"
+LLAMA = MODELS / "llama_prefill_decode.onnx"
+LLAMA_QDQ = MODELS / "llama_prefill_decode_qdq.onnx"
+
+
+def _run(model: onnx.ModelProto | Path, feeds: dict) -> dict[str, np.ndarray]:
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return combine_requests(LLAMA)
+
+
+def test_llama_projections_norms_mlp_and_head_run_once_on_both_requests(llama):
+    assert llama.view.names == ["prefill", "decode"]
+    assert llama.chosen == [0] and len(llama.plan.chains) == 1
+    chain = llama.plan.chains[0]
+    ops = Counter(llama.view.nodes[llama.plan.counterparts.tuples[t][0]].op_type for t in chain.tuples)
+    # 2 layers x (q, k, v, o, gate, up, down) + the LM head; 2 x 2 RMSNorms + the final one
+    assert ops["MatMul"] == 15 and ops["ReduceMean"] == 5 and ops["Gather"] == 1
+    # the token ids and each layer's attention output go in; q, k, v of each layer and the logits come out
+    assert len(chain.entries) == 3 and len(chain.exits) == 7
+    written = Counter(node.op_type for node in llama.model.graph.node)
+    assert written["Concat"] - Counter(n.op_type for n in llama.reference.graph.node)["Concat"] == 3
+    assert written["Split"] == 7
+    assert written["MatMul"] == 38 - 15  # 15 MatMuls of each request became one each
+    priced = llama.prices[0]
+    assert priced.rows == (16, 1) and priced.padded_rows == (64, 32)
+    assert priced.weight_bytes_apart == 2 * priced.weight_bytes_combined > 0
+
+
+def test_llama_combined_outputs_equal_each_request_alone_and_do_not_mix(llama):
+    assert llama.verification.passed
+    assert all(c.exact == c.outputs == 5 and c.independent for c in llama.verification.checks)
+    feeds = random_inputs(llama.reference, seed=11)
+    want, got = _run(LLAMA, feeds), _run(llama.model, feeds)
+    assert want.keys() == got.keys()
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name])
+    # the graph's interface is the merged model's: a runtime feeds it the same way
+    assert [i.name for i in llama.model.graph.input] == [i.name for i in llama.reference.graph.input]
+    assert [o.name for o in llama.model.graph.output] == [o.name for o in llama.reference.graph.output]
+
+
+def test_llama_attention_stays_per_request_with_its_reason(llama):
+    reasons = explain(llama.plan)
+    by_op: dict[str, set[str]] = {}
+    for node, reason in reasons.items():
+        by_op.setdefault(llama.view.nodes[node].op_type, set()).add(reason)
+    assert any(r.startswith("attention: a MatMul of two activations") for r in by_op["MatMul"])
+    assert by_op["Softmax"] == {"attention: Softmax over the request's own keys"}
+    assert any("KV cache" in r for r in by_op["Concat"])
+    assert any("differs between the requests" in r and "[1, 16, -1, 16]" in r for r in by_op["Reshape"])
+    combined = {m for t in llama.plan.joined for m in llama.plan.counterparts.tuples[t]}
+    kept = {i for i, r in enumerate(llama.view.request_of) if r >= 0} - combined
+    assert kept == set(reasons)  # every node kept per request has a reason
+
+
+def test_prefill_and_two_decodes_merged_by_hexfuse_combine(tmp_path):
+    merged = merge_requests([MODELS / "llama_prefill.onnx", MODELS / "llama_decode.onnx", MODELS / "llama_decode.onnx"],
+                            ["prefill", "d1", "d2"])
+    path = tmp_path / "three.onnx"
+    path.write_bytes(merged.model.SerializeToString())
+    assert len(merged.mapping["requests"]) == 3
+    result = combine_requests(path)
+    assert result.view.names == ["prefill", "d1", "d2"]
+    assert result.chosen and result.prices[result.chosen[0]].rows == (16, 1, 1)
+    priced = result.prices[result.chosen[0]]
+    assert priced.weight_bytes_apart == 3 * priced.weight_bytes_combined
+    assert result.verification.passed and all(c.exact == c.outputs for c in result.verification.checks)
+
+
+def test_qdq_requests_calibrated_apart_are_refused_naming_the_tensor():
+    result = combine_requests(LLAMA_QDQ)
+    assert not any(result.prices[i].weight_bytes_combined for i in result.chosen)  # no projection combined
+    reasons = set(result.plan.apart.values())
+    assert any(r.startswith("the requests quantize 'mul_4_QuantizeLinear_Output' with different encodings")
+               and "--requantize" in r for r in reasons)
+
+
+def test_qdq_requantized_combine_keeps_every_quantized_op_a_qdq_unit():
+    result = combine_requests(LLAMA_QDQ, requantized=True)
+    assert result.requantized and all(min(r.coarser) >= 1.0 - 1e-6 for r in result.requantized)
+    assert result.chosen and result.prices[result.chosen[0]].weight_bytes_combined > 0
+    # against the requantized merged model the combine changes nothing; what requantizing changed is reported
+    assert all(c.exact == c.outputs for c in result.verification.checks)
+    assert all(c.max_rel > 0 for c in result.requantize_change.checks)
+    graph = result.model.graph
+    producer = {t: n for n in graph.node for t in n.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for t in node.input:
+            readers.setdefault(t, []).append(node)
+    fed = {i.name for i in graph.input}  # the token ids: int64, not quantized
+    for node in graph.node:
+        if node.op_type in ("MatMul", "Concat", "Split") and node.name.startswith("hexfuse.combined/") and \
+                not set(node.input) <= fed:
+            assert all(producer[t].op_type == "DequantizeLinear" for t in node.input if t in producer), node.name
+            assert all(r.op_type == "QuantizeLinear" for t in node.output for r in readers.get(t, [])), node.name
+
+
+# ---- small graphs: the row rules ---------------------------------------------------------------------------------
+
+
+def _two_requests(body, rows=(3, 1), features=8, extra_initializers=()) -> onnx.ModelProto:
+    """Two requests ``a`` and ``b`` with inputs [1, rows, features], each through ``body(prefix, x) -> (nodes, y)``,
+    sharing the initializers ``body`` names without a prefix."""
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((features, features)).astype(np.float32), "W"),
+               numpy_helper.from_array(rng.standard_normal((features,)).astype(np.float32), "g"),
+               *extra_initializers]
+    nodes, inputs, outputs = [], [], []
+    for prefix, count in zip(("a/", "b/"), rows):
+        inputs.append(helper.make_tensor_value_info(prefix + "x", TensorProto.FLOAT, [1, count, features]))
+        made, y = body(prefix, prefix + "x")
+        nodes += made
+        outputs.append(helper.make_tensor_value_info(y, TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "two", inputs, outputs, weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    entry = model.metadata_props.add()
+    entry.key, entry.value = REQUESTS_KEY, json.dumps([["a", "a/"], ["b", "b/"]])
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def _norm_mlp(softmax_axis: int):
+    def body(p: str, x: str):
+        return [
+            helper.make_node("LayerNormalization", [x, "g"], [p + "n"], name=p + "norm", axis=-1),
+            helper.make_node("MatMul", [p + "n", "W"], [p + "h"], name=p + "proj"),
+            helper.make_node("Softmax", [p + "h"], [p + "s"], name=p + "softmax", axis=softmax_axis),
+            helper.make_node("MatMul", [p + "s", "W"], [p + "y"], name=p + "out"),
+        ], p + "y"
+    return body
+
+
+def test_row_wise_chain_combines_whole_and_matches_each_request():
+    model = _two_requests(_norm_mlp(softmax_axis=-1))
+    plan = plan_combine(request_view(model))
+    assert len(plan.chains) == 1 and len(plan.chains[0].tuples) == 4 and not plan.apart
+    assert plan.axis["a/h"] == 1 and plan.rows("a/h") == (3, 1)
+
+
+def test_softmax_over_the_rows_is_kept_per_request_and_splits_the_chain():
+    model = _two_requests(_norm_mlp(softmax_axis=1))
+    view = request_view(model)
+    plan = plan_combine(view)
+    softmax = {view.nodes[i].name: r for i, r in plan.apart.items() if view.nodes[i].op_type == "Softmax"}
+    assert set(softmax) == {"a/softmax", "b/softmax"}
+    assert all(r.startswith(COUPLES_ROWS) for r in softmax.values())
+    assert len(plan.chains) == 2  # norm + proj before it, out after it
+
+
+def test_reduce_over_features_without_keepdims_moves_the_row_axis():
+    def body(p: str, x: str):
+        return [helper.make_node("MatMul", [x, "W"], [p + "h"], name=p + "proj"),
+                helper.make_node("ReduceSum", [p + "h", "axes"], [p + "y"], name=p + "sum", keepdims=0)], p + "y"
+    axes = numpy_helper.from_array(np.array([0, 2], dtype=np.int64), "axes")
+    model = _two_requests(body, extra_initializers=[axes])
+    plan = plan_combine(request_view(model))
+    assert len(plan.chains) == 1 and plan.axis["a/y"] == 0  # [1, rows, 8] summed over 0 and 2: rows on axis 0
+
+
+def test_weight_as_the_left_operand_is_not_row_wise():
+    def body(p: str, x: str):
+        return [helper.make_node("Transpose", [x], [p + "t"], name=p + "t", perm=[0, 2, 1]),
+                helper.make_node("MatMul", ["W", p + "t"], [p + "y"], name=p + "mm")], p + "y"
+    view = request_view(_two_requests(body, rows=(3, 3)))
+    plan = plan_combine(view)
+    reasons = {view.nodes[i].name: r for i, r in plan.apart.items()}
+    assert reasons["a/mm"].startswith("the activation is its right operand")
+
+
+def test_verification_catches_a_combine_that_mixes_requests():
+    """A Softmax over rows run on both requests' rows at once (what plan.py refuses) is caught twice:
+    the outputs differ from the merged model's, and one request's outputs move with the other's inputs."""
+    reference = _two_requests(lambda p, x: ([helper.make_node("Softmax", [x], [p + "y"], name=p + "s", axis=1)], p + "y"))
+    wrong = helper.make_model(helper.make_graph(
+        [helper.make_node("Concat", ["a/x", "b/x"], ["both"], axis=1),
+         helper.make_node("Softmax", ["both"], ["ys"], axis=1),
+         helper.make_node("Split", ["ys", "rows"], ["a/y", "b/y"], axis=1)],
+        "wrong", list(reference.graph.input), list(reference.graph.output),
+        [numpy_helper.from_array(np.array([3, 1], dtype=np.int64), "rows")]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    result = verify_combined(request_view(reference), reference.SerializeToString(), wrong.SerializeToString())
+    assert not result.passed
+    assert all(c.max_rel > RELATIVE_BOUND and not c.independent for c in result.checks)
+
+
+# ---- the command ---------------------------------------------------------------------------------------------------
+
+
+def test_cli_writes_model_and_reports_byte_identically_and_leaves_the_input_alone(tmp_path, capsys):
+    before = LLAMA.read_bytes()
+    outs = []
+    for name in ("one", "two"):
+        assert main(["combine", str(LLAMA), "-o", str(tmp_path / name / "c.onnx")]) == 0
+        outs.append([(tmp_path / name / f).read_bytes() for f in ("c.onnx", "c.combine.md", "c.combine.json")])
+    assert outs[0] == outs[1]
+    assert LLAMA.read_bytes() == before
+    report = json.loads(outs[0][2])
+    assert report["requests"] == ["prefill", "decode"] and report["chains"][0]["combined"]
+    assert sum(row["count"] for row in report["kept_per_request"]) == len(
+        [r for r in request_view(onnx.load(LLAMA)).request_of if r >= 0]) - 2 * 61
+    assert "1 of 1 chains combined across 2 requests" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_single_request_in_one_line(tmp_path, capsys):
+    assert main(["combine", str(MODELS / "llama_decode.onnx"), "-o", str(tmp_path / "x.onnx")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "holds one request" in err
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_merge_asks_one_name_per_model(tmp_path, capsys):
+    code = main(["merge", str(MODELS / "llama_decode.onnx"), str(MODELS / "llama_decode.onnx"),
+                 str(MODELS / "llama_decode.onnx"), "--names", "a", "b", "-o", str(tmp_path / "m.onnx")])
+    assert code == 1 and "2 request names for 3 models" in capsys.readouterr().err

@@ -173,7 +173,8 @@ Qualcomm Hexagon NPUs, generate the QNN HTP op package that runs them, and measu
 
   hexfuse analyze MODEL.onnx                  what could be fused, and why not
   hexfuse fuse MODEL.onnx -o OUT.onnx         fused model + fusion spec + report (checked on ORT CPU)
-  hexfuse merge A.onnx B.onnx -o AB.onnx      two models (e.g. prefill and decode) as one graph to fuse
+  hexfuse merge A.onnx B.onnx -o AB.onnx      two or more models (a prefill, decodes) as one graph of requests
+  hexfuse combine AB.onnx -o C.onnx           requests sharing weights run as one batch (weights read once)
   hexfuse oppkg OUT.onnx -o DIR --build host  the op package's sources (and a host/ORT/HTP build)
   hexfuse ab MODEL.onnx OUT.onnx --ep cpu     A/B: four baselines, equivalence, latency, engine timelines
   hexfuse calibrate PROFILE.csv --model M.onnx --target sm8550 -o NEW.json   fit a cost target

@@ -8,7 +8,11 @@ Runtime against running every request alone, and against changing one request's 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -249,3 +253,23 @@ def test_merge_asks_one_name_per_model(tmp_path, capsys):
     code = main(["merge", str(MODELS / "llama_decode.onnx"), str(MODELS / "llama_decode.onnx"),
                  str(MODELS / "llama_decode.onnx"), "--names", "a", "b", "-o", str(tmp_path / "m.onnx")])
     assert code == 1 and "2 request names for 3 models" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(find_spec("onnxruntime_qnn") is None, reason="onnxruntime-qnn is not installed")
+def test_requantized_combined_qdq_llama_runs_whole_on_qnn_htp_like_its_reference(tmp_path):
+    result = combine_requests(LLAMA_QDQ, requantized=True)
+    reference, combined = tmp_path / "reference.onnx", tmp_path / "combined.onnx"
+    reference.write_bytes(result.reference.SerializeToString())
+    combined.write_bytes(result.model.SerializeToString())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    here = Path(__file__).parent
+    claimed = subprocess.run([sys.executable, str(here / "qnn_claimed.py"), str(combined)],
+                             capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert claimed.returncode == 0, claimed.stderr[-2000:]
+    summary = json.loads(claimed.stdout.strip().splitlines()[-1])[str(combined)]
+    assert summary["partitions"] == 1 and set(summary["per_ep"]) == {"QNNExecutionProvider"}, summary
+    compared = subprocess.run([sys.executable, str(here / "qnn_compare.py"), str(reference), str(combined)],
+                              capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    (row,) = json.loads(compared.stdout.strip().splitlines()[-1])
+    assert len(row["max_abs"]) == 10 and all(d == 0.0 for d in row["max_abs"]), row  # measured: bit-exact on HTP

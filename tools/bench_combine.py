@@ -113,15 +113,15 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
     paths = [build(layer) for _, layer in layers]
     folder = cache_dir() / "combine"
     folder.mkdir(parents=True, exist_ok=True)
-    stem = "+".join(p.name.split(".")[0] for p in paths).replace("llama-3.2-1b_", "")
-    merged_path = folder / f"{config}__{stem}.merged.onnx"
+    stem = "+".join(p.name[:-len(".onnx")] for p in paths)  # the layers' stems and cache keys
+    merged_path = folder / f"{stem}.merged.onnx"
     if not merged_path.is_file():
         say("merging")
         _write(merged_path, merge_requests(paths, names).model)
     say("combining and verifying")
     result = combine_requests(merged_path, requantized=precision != "float")
-    combined_path = _write(folder / f"{config}__{stem}.combined.onnx", result.model)
-    reference_path = _write(folder / f"{config}__{stem}.reference.onnx", result.reference) if result.requantized \
+    combined_path = _write(folder / f"{stem}.combined.onnx", result.model)
+    reference_path = _write(folder / f"{stem}.reference.onnx", result.reference) if result.requantized \
         else merged_path
     measured = Measured(label, names, precision, requantized=len(result.requantized))
     apart_bytes = sum(result.prices[i].weight_bytes_apart for i in result.chosen)

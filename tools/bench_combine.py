@@ -23,6 +23,7 @@ weights once pays where reading weights bounds the run. The replay is the cost m
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -114,6 +115,8 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
     folder = cache_dir() / "combine"
     folder.mkdir(parents=True, exist_ok=True)
     stem = "+".join(p.name[:-len(".onnx")] for p in paths)  # the layers' stems and cache keys
+    if len(stem) > 150:  # file names stop at 255 bytes
+        stem = f"{layers[0][1].stem}+{len(paths) - 1}.{hashlib.sha256(stem.encode()).hexdigest()[:16]}"
     merged_path = folder / f"{stem}.merged.onnx"
     if not merged_path.is_file():
         say("merging")

@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     result = combine_requests(args.model, args.target or DEFAULT_TARGET, args.requantize, args.everything,
                               not args.no_verify)
     markdown, json_path = report_paths(out)
-    files = [(out, result.model.SerializeToString()), (markdown, to_markdown(result).encode()),
+    model_bytes = result.model.SerializeToString()
+    result.find_replays(out, model_bytes)
+    files = [(out, model_bytes), (markdown, to_markdown(result).encode()),
              (json_path, to_json_text(result).encode())]
     refuse_overwrite([path for path, _ in files], protected_files(result.loaded))
     write_files(files)

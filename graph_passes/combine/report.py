@@ -62,6 +62,8 @@ def to_json(result: Combined) -> dict:
         "requantize_change": None if result.requantize_change is None else
         {c.request: c.max_rel for c in result.requantize_change.checks},
         "verification": verification,
+        "qnn_schedule_replayed": {form: (None if r is None else {"t2_us": r.latency_us, "dma_mb": r.dma_mb})
+                                  for form, r in sorted(result.replays.items())},
     }
 
 
@@ -86,6 +88,7 @@ def to_markdown(result: Combined) -> str:
                   f"{_bytes(moved[1])}; estimated {apart / 1e3:.1f} -> {combined / 1e3:.1f} us for those ops.", ""]
     else:
         lines += [f"Nothing combined ({len(plan.chains)} candidate chains; reasons below).", ""]
+    lines += _replay_lines(result)
     lines += ["## Chains", "", "| chain | combined | ops | rows per request | HMX rows apart / combined | weights read "
               "apart -> combined | est. apart us | est. combined us | why not |", "|---|---|---|---|---|---|---|---|---|"]
     for index, priced in enumerate(result.prices):
@@ -115,6 +118,18 @@ def to_markdown(result: Combined) -> str:
     lines += [f"| {op} | {count} | {reason} | {', '.join(f'`{e}`' for e in examples)} |"
               for op, reason, count, examples in kept]
     return "\n".join(lines) + "\n"
+
+
+def _replay_lines(result: Combined) -> list[str]:
+    merged, combined = result.replays.get("merged"), result.replays.get("combined")
+    if merged is None or combined is None:
+        missing = " and ".join(form for form in ("merged", "combined") if result.replays.get(form) is None)
+        return [f"QNN's schedule on {result.target.name}: none cached for the {missing} model (`hexfuse engines MODEL "
+                f"--target {result.target.name}` on the input and on this output, then `hexfuse combine` again, "
+                "reports both forms replayed).", ""]
+    return [f"QNN's schedule on {result.target.name}, replayed: merged {merged.latency_us:.1f} us with {merged.dma_mb:.1f} MB "
+            f"moved by DMA; combined {combined.latency_us:.1f} us with {combined.dma_mb:.1f} MB. Reported, not obeyed: "
+            "the replay's decode figures are 2-10x off published ones until its LLM calibration lands.", ""]
 
 
 def to_json_text(result: Combined) -> str:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from hexfuse.graph_passes.combine.plan import Plan, plan_combine
 from hexfuse.graph_passes.combine.price import Priced, price_chain
 from hexfuse.graph_passes.combine.requantize import Requantized, requantize
 from hexfuse.graph_passes.combine.rewrite import boundary_ops, combine_model
+from hexfuse.graph_passes.combine.schedule import Replayed, replayed
 from hexfuse.graph_passes.combine.verify import Verification, require, verify_combined
 from hexfuse.graph_passes.combine.view import RequestView, request_view
 from hexfuse.graph_passes.cost.target import Target, load_target
@@ -44,6 +46,12 @@ class Combined:
     verification: Verification | None = None
     requantize_change: Verification | None = None  # the requantized merged model against the merged one
     seconds: dict[str, float] = field(default_factory=dict)
+    replays: dict[str, Replayed | None] = field(default_factory=dict)  # "merged" / "combined" -> QNN's schedule replayed
+
+    def find_replays(self, combined_path: Path, combined_bytes: bytes) -> None:
+        """Both forms' cached schedules on the target, where ``hexfuse engines`` prepared them."""
+        self.replays = {"merged": replayed(self.loaded.path, self.loaded.sha256, self.target),
+                        "combined": replayed(combined_path, hashlib.sha256(combined_bytes).hexdigest(), self.target)}
 
 
 def _choose(plan: Plan, prices: list[Priced], everything: bool) -> tuple[list[int], dict[int, str]]:

@@ -273,3 +273,20 @@ def test_requantized_combined_qdq_llama_runs_whole_on_qnn_htp_like_its_reference
     assert compared.returncode == 0, compared.stderr[-2000:]
     (row,) = json.loads(compared.stdout.strip().splitlines()[-1])
     assert len(row["max_abs"]) == 10 and all(d == 0.0 for d in row["max_abs"]), row  # measured: bit-exact on HTP
+
+
+@pytest.mark.skipif(find_spec("onnxruntime_qnn") is None, reason="onnxruntime-qnn is not installed")
+def test_report_gives_both_forms_replayed_once_engines_prepared_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HEXFUSE_ENGINES_CACHE", str(tmp_path / "engines"))
+    out = tmp_path / "c.onnx"
+    args = ["combine", str(LLAMA_QDQ), "-o", str(out), "--requantize", "--target", "sm8650"]
+    assert main(args) == 0
+    report = json.loads(out.with_suffix(".combine.json").read_text())
+    assert report["qnn_schedule_replayed"]["combined"] is None  # not prepared yet: the report says how
+    assert "`hexfuse engines MODEL --target sm8650`" in out.with_suffix(".combine.md").read_text()
+    done = subprocess.run([sys.executable, "-m", "hexfuse.cli", "engines", str(out), "--target", "sm8650"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert main(args) == 0
+    replayed = json.loads(out.with_suffix(".combine.json").read_text())["qnn_schedule_replayed"]
+    assert replayed["merged"]["t2_us"] > 0 and replayed["combined"]["t2_us"] > 0  # the merged map ships in models/engines

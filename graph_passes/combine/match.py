@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hexfuse.graph_passes.combine.rows import ELEMENTWISE
 from hexfuse.graph_passes.combine.view import SHARED, RequestView, attribute_key
 
 QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+ROW_CONSTANT_OPS = (ELEMENTWISE - QDQ) | {"Reshape"}  # their constants may differ by rows (row_constants.py)
 
 
 @dataclass
@@ -73,6 +75,10 @@ def find_counterparts(view: RequestView) -> Counterparts:
                 break
             candidates = {c for c in candidates
                           if view.request_of[c] == request and keys[c] == keys[index] and c not in taken}
+            if not candidates and node.op_type in ROW_CONSTANT_OPS:
+                candidates = _by_activations(view, found, index, request, keys, taken)
+            if len(candidates) > 1:
+                candidates = _tiebreak(view, index, request, candidates, keys)
             if len(candidates) != 1:
                 found.missing[index] = _why_none(view, found, index, request, keys) if not candidates else \
                     f"request {view.names[request]} has {len(candidates)} nodes it could correspond to"
@@ -116,6 +122,49 @@ def _grow_quantizers_back(view: RequestView, found: Counterparts, keys: list[tup
                 continue
             _add(view, found, producers, taken)
             pending.append(len(found.tuples) - 1)
+
+
+def _tiebreak(view: RequestView, index: int, request: int, candidates: set[int], keys: list[tuple]) -> set[int]:
+    """One of several candidates (a weight applied twice in a request): the one of the same name within its
+    request, else the one at the same rank among the nodes of the same op on the same constants."""
+    named = {c for c in candidates if view.local_name(c) == view.local_name(index)}
+    if len(named) == 1:
+        return named
+
+    groups = _peer_groups(view, keys)
+    signature = _signature(view, keys, index)
+    mine, theirs = groups[(signature, 0)], groups.get((signature, request), [])
+    if len(mine) == len(theirs) and theirs[mine.index(index)] in candidates:
+        return {theirs[mine.index(index)]}
+    return candidates
+
+
+def _signature(view: RequestView, keys: list[tuple], index: int) -> tuple:
+    return keys[index], tuple(view.constant.get(t) for t in view.nodes[index].input)
+
+
+def _peer_groups(view: RequestView, keys: list[tuple]) -> dict[tuple, list[int]]:
+    """(op signature, request) -> its nodes in order; built once per view (the first tie asks for it)."""
+    if getattr(view, "_peers", None) is None:
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(view.request_of):
+            if request != SHARED:
+                groups.setdefault((_signature(view, keys, i), request), []).append(i)
+        view._peers = groups
+    return view._peers
+
+
+def _by_activations(view: RequestView, found: Counterparts, index: int, request: int, keys: list[tuple],
+                    taken: set[int]) -> set[int]:
+    """Nodes of ``request`` reading the counterparts of every activation ``index`` reads, whatever their
+    constants (a Reshape into heads, RoPE's tables: they may differ by the request's rows; plan.py decides)."""
+    node, candidates = view.nodes[index], None
+    for slot, tensor in enumerate(node.input):
+        if tensor in found.tensors:
+            twin = found.tensors[tensor][request]
+            narrowed = {reader for reader, at in view.readers.get(twin, ()) if at == slot}
+            candidates = narrowed if candidates is None else candidates & narrowed
+    return {c for c in candidates or () if keys[c] == keys[index] and c not in taken}
 
 
 def _shown(view: RequestView, tensor: str) -> str:

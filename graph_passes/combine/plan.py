@@ -24,6 +24,7 @@ import onnx
 from onnx import numpy_helper
 
 from hexfuse.graph_passes.combine.match import Counterparts, find_counterparts, is_encoding_slot
+from hexfuse.graph_passes.combine.row_constants import TABLE_OPS, differing_slots, reshape_rows, row_table
 from hexfuse.graph_passes.combine.rows import Context, output_axes, preferred_axes
 from hexfuse.graph_passes.combine.view import SHARED, RequestView
 
@@ -47,6 +48,7 @@ class Plan:
     joined: list[int] = field(default_factory=list)  # tuples combined, in order
     chains: list[Chain] = field(default_factory=list)
     apart: dict[int, str] = field(default_factory=dict)  # node left per request -> why
+    constants: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (tuple, slot) -> the requests' rows joined
 
     def tensors(self, ref: str) -> tuple[str, ...]:
         """Per request, the tensors a combined tensor stands for."""
@@ -92,20 +94,17 @@ def _encoding_text(view: RequestView, node: onnx.NodeProto, value) -> str:
     return f"{fmt(scale)}/{fmt(zero)}"
 
 
-def _constants_differ(view: RequestView, members: tuple[int, ...], value) -> str | None:
+def _encodings_differ(view: RequestView, members: tuple[int, ...], value) -> str | None:
     first = view.nodes[members[0]]
     for slot, tensor in enumerate(first.input):
-        if not tensor or tensor not in view.constant:
+        if not tensor or tensor not in view.constant or not is_encoding_slot(first.op_type, slot):
             continue
         others = [view.nodes[m].input[slot] for m in members]
-        if len({view.constant.get(t) for t in others}) == 1:
-            continue
-        if is_encoding_slot(first.op_type, slot):
+        if len({view.constant.get(t) for t in others}) > 1:
             quantized = first.output[0] if first.op_type == "QuantizeLinear" else first.input[0]
             encodings = " vs ".join(_encoding_text(view, view.nodes[m], value) for m in members)
             return (f"the requests quantize {quantized!r} with different encodings (scale/zero point {encodings}); "
                     "calibrate them together, or pass --requantize")
-        return f"its constant input {tensor!r} differs between the requests"
     return None
 
 
@@ -166,9 +165,14 @@ class _Planner:
     def _join(self, number: int, members: tuple[int, ...]) -> str | None:
         view = self.view
         first = view.nodes[members[0]]
-        reason = _constants_differ(view, members, self.value)
+        reason = _encodings_differ(view, members, self.value)
         if reason is not None:
             return reason
+        differing = differing_slots(view, members)
+        if isinstance(differing, str):
+            return differing
+        if differing and not (first.op_type in TABLE_OPS or (first.op_type == "Reshape" and differing == [1])):
+            return f"its constant input {first.input[differing[0]]!r} differs between the requests"
         inputs = self._tuple_inputs(members)
         choices: list[list[int | None]] = []
         for tensors in inputs:
@@ -193,10 +197,24 @@ class _Planner:
         if any(s is None for shapes in outputs for s in shapes):
             return "an output's shape is not static"
         reason = "it reads no activation"
+        # a differing constant is checked as a table of rows below; to the row rule it broadcasts
+        shapes = [() if slot in differing else view.shape(t) for slot, t in enumerate(first.input)]
         for trial in itertools.islice(itertools.product(*choices), MAX_AXIS_TRIALS):
-            ctx = Context(first, [view.shape(t) for t in first.input], [len(s[0]) for s in outputs], self.value,
-                          self.opset)
-            found = output_axes(ctx, list(trial))
+            tables: dict[int, np.ndarray] = {}
+            if first.op_type == "Reshape" and trial[0] is not None:
+                reshaped = reshape_rows(view, members, trial[0])
+                found = [reshaped[0]] if not isinstance(reshaped, str) else reshaped
+                if not isinstance(reshaped, str):
+                    tables[1] = reshaped[1]  # always: a target of one request's rows is wrong for the sum
+            else:
+                found = output_axes(Context(first, shapes, [len(s[0]) for s in outputs], self.value, self.opset),
+                                    list(trial))
+                for slot in differing if not isinstance(found, str) else ():
+                    table = row_table(view, members, slot, found[0], len(outputs[0][0]), self.value)
+                    if isinstance(table, str):
+                        found = table
+                        break
+                    tables[slot] = table
             if isinstance(found, str):
                 reason = found
                 continue
@@ -206,6 +224,7 @@ class _Planner:
                 reason = f"its output {first.output[bad]!r} differs between the requests off the row axis"
                 continue
             self._accept(number, members, inputs, list(trial), found)
+            self.plan.constants.update({(number, slot): table for slot, table in tables.items()})
             return None
         return reason
 

@@ -74,6 +74,11 @@ def combine_model(plan: Plan, chains: list[int]) -> onnx.ModelProto:
             node.CopyFrom(first)
             node.name = names.fresh(PREFIX + (first.name or first.op_type))
             for slot, tensor in enumerate(first.input):
+                joined = plan.constants.get((number, slot))
+                if joined is not None:  # the requests' rows of a table or a Reshape target
+                    node.input[slot] = names.fresh(PREFIX + tensor)
+                    initializers.append(numpy_helper.from_array(joined, node.input[slot]))
+                    continue
                 if not tensor or tensor in view.constant:
                     continue
                 per_request = tuple(view.nodes[m].input[slot] for m in members)

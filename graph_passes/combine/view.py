@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -43,6 +43,15 @@ class RequestView:
     weight_bytes: dict[str, int]  # initializer -> its size in bytes
     graph_inputs: list[str]
     graph_outputs: list[str]
+    prefixes: list[str] = field(default_factory=list)  # node-name prefix per request (merge's metadata), else empty
+
+    def local_name(self, index: int) -> str:
+        """A node's name without its request's prefix."""
+        name = self.nodes[index].name
+        request = self.request_of[index]
+        if self.prefixes and request >= 0 and name.startswith(self.prefixes[request]):
+            return name[len(self.prefixes[request]):]
+        return name
 
     @property
     def count(self) -> int:
@@ -209,4 +218,4 @@ def request_view(model: onnx.ModelProto) -> RequestView:
     else:
         names, request_of = _components(model, nodes, constant, live_inputs)
     return RequestView(model, nodes, names, request_of, producer, readers, _types(model), constant, weight_bytes,
-                       live_inputs, [info.name for info in graph.output])
+                       live_inputs, [info.name for info in graph.output], [prefix for _, prefix in prefixes])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -23,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
-from hexfuse.graph_passes.combine.explain import explain
+from hexfuse.graph_passes.combine.report import to_json
 from hexfuse.graph_passes.combine.plan import plan_combine
 from hexfuse.graph_passes.combine.rows import COUPLES_ROWS
 from hexfuse.graph_passes.combine.run import combine_requests
@@ -51,16 +52,21 @@ def llama():
 
 def test_llama_projections_norms_mlp_and_head_run_once_on_both_requests(llama):
     assert llama.view.names == ["prefill", "decode"]
-    assert llama.chosen == [0] and len(llama.plan.chains) == 1
+    assert llama.chosen == [0]  # the other chains read no weight (attention's scale and mask): not combined
+    assert all("no matrix op on a weight" in llama.refused[i] for i in range(1, len(llama.plan.chains)))
     chain = llama.plan.chains[0]
     ops = Counter(llama.view.nodes[llama.plan.counterparts.tuples[t][0]].op_type for t in chain.tuples)
-    # 2 layers x (q, k, v, o, gate, up, down) + the LM head; 2 x 2 RMSNorms + the final one
-    assert ops["MatMul"] == 15 and ops["ReduceMean"] == 5 and ops["Gather"] == 1
-    # the token ids and each layer's attention output go in; q, k, v of each layer and the logits come out
-    assert len(chain.entries) == 3 and len(chain.exits) == 7
+    # 2 layers x (q, k, v, o, gate, up, down) + the LM head; 2 x 2 RMSNorms + the final one; per layer the
+    # Reshapes into heads (q, k, v: their targets hold the request's rows) and back, and RoPE's rotate-half
+    assert ops["MatMul"] == 15 and ops["ReduceMean"] == 5 and ops["Gather"] == 1 and ops["Reshape"] == 8
+    assert ops["Slice"] == 8 and ops["Neg"] == 4
+    # in: the token ids and each layer's attention-weighted values; out: per layer q and k before RoPE's
+    # multiply by cos/sin (the decode computes its tables from its position, the prefill's are constants),
+    # both rotate-halves, v, and the logits
+    assert [e[0] for e in chain.entries] == ["prefill_input_ids", "matmul_1", "matmul_3"]
+    assert len(chain.exits) == 11 and chain.exits[-1] == ("prefill_logits", "decode_logits")
     written = Counter(node.op_type for node in llama.model.graph.node)
-    assert written["Concat"] - Counter(n.op_type for n in llama.reference.graph.node)["Concat"] == 3
-    assert written["Split"] == 7
+    assert written["Split"] == 11
     assert written["MatMul"] == 38 - 15  # 15 MatMuls of each request became one each
     priced = llama.prices[0]
     assert priced.rows == (16, 1) and priced.padded_rows == (64, 32)
@@ -81,17 +87,19 @@ def test_llama_combined_outputs_equal_each_request_alone_and_do_not_mix(llama):
 
 
 def test_llama_attention_stays_per_request_with_its_reason(llama):
-    reasons = explain(llama.plan)
+    rows = to_json(llama)["kept_per_request"]
     by_op: dict[str, set[str]] = {}
-    for node, reason in reasons.items():
-        by_op.setdefault(llama.view.nodes[node].op_type, set()).add(reason)
+    for row in rows:
+        by_op.setdefault(row["op"], set()).add(row["reason"])
     assert any(r.startswith("attention: a MatMul of two activations") for r in by_op["MatMul"])
-    assert by_op["Softmax"] == {"attention: Softmax over the request's own keys"}
     assert any("KV cache" in r for r in by_op["Concat"])
-    assert any("differs between the requests" in r and "[1, 16, -1, 16]" in r for r in by_op["Reshape"])
-    combined = {m for t in llama.plan.joined for m in llama.plan.counterparts.tuples[t]}
+    # RoPE's multiply by the tables: constants in the prefill, computed from the position in the decode
+    assert any("is a constant in one request and computed in another" in r for r in by_op["Mul"])
+    # the scores' scale, mask and Softmax could share rows (equal key counts here) but read no weight
+    assert all("no matrix op on a weight" in r for r in by_op["Softmax"])
+    combined = {m for i in llama.chosen for t in llama.plan.chains[i].tuples for m in llama.plan.counterparts.tuples[t]}
     kept = {i for i, r in enumerate(llama.view.request_of) if r >= 0} - combined
-    assert kept == set(reasons)  # every node kept per request has a reason
+    assert sum(row["count"] for row in rows) == len(kept)  # every node kept per request has a row, none dropped
 
 
 def test_prefill_and_two_decodes_merged_by_hexfuse_combine(tmp_path):
@@ -237,9 +245,7 @@ def test_cli_writes_model_and_reports_byte_identically_and_leaves_the_input_alon
     assert LLAMA.read_bytes() == before
     report = json.loads(outs[0][2])
     assert report["requests"] == ["prefill", "decode"] and report["chains"][0]["combined"]
-    assert sum(row["count"] for row in report["kept_per_request"]) == len(
-        [r for r in request_view(onnx.load(LLAMA)).request_of if r >= 0]) - 2 * 61
-    assert "1 of 1 chains combined across 2 requests" in capsys.readouterr().err
+    assert re.search(r"1 of \d+ chains combined across 2 requests \(prefill, decode\)", capsys.readouterr().err)
 
 
 def test_cli_refuses_a_single_request_in_one_line(tmp_path, capsys):
@@ -272,7 +278,14 @@ def test_requantized_combined_qdq_llama_runs_whole_on_qnn_htp_like_its_reference
                               capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert compared.returncode == 0, compared.stderr[-2000:]
     (row,) = json.loads(compared.stdout.strip().splitlines()[-1])
-    assert len(row["max_abs"]) == 10 and all(d == 0.0 for d in row["max_abs"]), row  # measured: bit-exact on HTP
+    # QNN picks kernels by shape (a 1-row decode projection and a 17-row one need not round alike): each
+    # output within one step of its own quantization; measured: 9 of 10 bit-exact, the decode logits 1 step
+    graph = result.reference.graph
+    producer = {t: n for n in graph.node for t in n.output}
+    scales = {init.name: float(numpy_helper.to_array(init).reshape(-1)[0]) for init in graph.initializer}
+    steps = [scales[producer[o.name].input[1]] for o in graph.output]
+    assert len(row["max_abs"]) == 10 and sum(d == 0.0 for d in row["max_abs"]) >= 8, row
+    assert all(d <= step * 1.001 for d, step in zip(row["max_abs"], steps)), (row, steps)
 
 
 @pytest.mark.skipif(find_spec("onnxruntime_qnn") is None, reason="onnxruntime-qnn is not installed")
@@ -290,3 +303,40 @@ def test_report_gives_both_forms_replayed_once_engines_prepared_them(tmp_path, m
     assert main(args) == 0
     replayed = json.loads(out.with_suffix(".combine.json").read_text())["qnn_schedule_replayed"]
     assert replayed["merged"]["t2_us"] > 0 and replayed["combined"]["t2_us"] > 0  # the merged map ships in models/engines
+
+
+def test_rope_joins_with_each_requests_tables_concatenated():
+    """x W -> heads (a Reshape whose target holds the request's rows) -> x * cos(positions) -> back -> W:
+    one chain, its Reshape targets and cos table rebuilt for the rows of both requests."""
+    rng = np.random.default_rng(1)
+    nodes, inputs, outputs = [], [], []
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "W")]
+    for p, rows, first in (("a/", 3, 0), ("b/", 1, 3)):
+        inputs.append(helper.make_tensor_value_info(p + "x", TensorProto.FLOAT, [1, rows, 8]))
+        outputs.append(helper.make_tensor_value_info(p + "y", TensorProto.FLOAT, None))
+        cos = np.cos(np.arange(first, first + rows)[:, None] * np.arange(1, 5)[None, :]).astype(np.float32)
+        inits += [numpy_helper.from_array(np.array([1, rows, 2, 4], np.int64), p + "heads"),
+                  numpy_helper.from_array(np.array([1, rows, 8], np.int64), p + "back"),
+                  numpy_helper.from_array(cos, p + "cos")]
+        nodes += [helper.make_node("MatMul", [p + "x", "W"], [p + "h"], name=p + "q"),
+                  helper.make_node("Reshape", [p + "h", p + "heads"], [p + "r"], name=p + "heads"),
+                  helper.make_node("Transpose", [p + "r"], [p + "t"], name=p + "t", perm=[0, 2, 1, 3]),
+                  helper.make_node("Mul", [p + "t", p + "cos"], [p + "rot"], name=p + "rope"),
+                  helper.make_node("Transpose", [p + "rot"], [p + "u"], name=p + "u", perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", [p + "u", p + "back"], [p + "v"], name=p + "back"),
+                  helper.make_node("MatMul", [p + "v", "W"], [p + "y"], name=p + "o")]
+    model = helper.make_model(helper.make_graph(nodes, "rope", inputs, outputs, inits),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    entry = model.metadata_props.add()
+    entry.key, entry.value = REQUESTS_KEY, json.dumps([["a", "a/"], ["b", "b/"]])
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    view = request_view(model)
+    plan = plan_combine(view)
+    assert not plan.apart and len(plan.chains) == 1 and len(plan.chains[0].tuples) == 7
+    tables = {view.nodes[plan.counterparts.tuples[t][0]].name: v for (t, _), v in plan.constants.items()}
+    assert tables["a/heads"].tolist() == [1, 4, 2, 4] and tables["a/back"].tolist() == [1, 4, 8]
+    assert tables["a/rope"].shape == (4, 4)  # the prefill's 3 positions and the decode's 1
+    from hexfuse.graph_passes.combine.rewrite import combine_model
+    combined = combine_model(plan, [0])
+    result = verify_combined(view, model.SerializeToString(), combined.SerializeToString())
+    assert result.passed and all(c.exact == c.outputs for c in result.checks)

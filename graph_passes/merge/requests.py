@@ -145,6 +145,7 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
     prefixes = tuple(r.prefix for r in requests)
     first: dict[tuple, gs.Constant] = {}
     first_name: dict[int, str] = {}  # id(constant) -> its name in its own model
+    unprefixed: dict[str, int] = {}  # a shared constant's own name -> id of the constant that has it
     shared, saved = 0, 0
     for number, (request, graph) in enumerate(zip(requests, graphs)):
         tensors = graph.tensors()
@@ -172,8 +173,11 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
                 for slot, used in enumerate(node.inputs):
                     if used is tensor:
                         node.inputs[slot] = kept
-            if first_name[id(kept)] == name and not name.startswith(prefixes):
-                kept.name = name  # both models call it the same: keep the name (no prefixed name starts so)
+            if first_name[id(kept)] == name and not name.startswith(prefixes) and \
+                    unprefixed.setdefault(name, id(kept)) == id(kept):
+                # the models call it the same: keep the name (no prefixed name starts so), unless other
+                # requests already share other bytes under that name (two pairs of three or more requests)
+                kept.name = name
             shared += 1
             saved += int(tensor.values.nbytes)
     return shared, saved

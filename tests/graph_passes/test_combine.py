@@ -340,3 +340,25 @@ def test_rope_joins_with_each_requests_tables_concatenated():
     combined = combine_model(plan, [0])
     result = verify_combined(view, model.SerializeToString(), combined.SerializeToString())
     assert result.passed and all(c.exact == c.outputs for c in result.checks)
+
+
+def test_merge_of_two_pairs_keeps_each_pairs_shared_constants_apart(tmp_path):
+    """decode@KV15 twice and a model whose shape constants hold other values twice: each pair shares its
+    own constants under their own name once, the other pair's keep a prefixed name (no name clash)."""
+    small = tmp_path / "small.onnx"
+    model = onnx.load(MODELS / "llama_decode.onnx")
+    for init in model.graph.initializer:  # other bytes under the same names
+        if init.data_type == TensorProto.FLOAT:
+            values = numpy_helper.to_array(init)
+            init.CopyFrom(numpy_helper.from_array((values * 1.5).astype(values.dtype), init.name))
+    small.write_bytes(model.SerializeToString())
+    decode = MODELS / "llama_decode.onnx"
+    merged = merge_requests([decode, decode, small, small], ["d0", "d1", "e0", "e1"])
+    names = [init.name for init in merged.model.graph.initializer]
+    assert len(names) == len(set(names))
+    feeds = random_inputs(merged.model, seed=3)
+    got = _run(merged.model, feeds)
+    for request, path in zip(merged.mapping["requests"], (decode, decode, small, small)):
+        own = {k: feeds[v] for k, v in request["inputs"].items()}
+        for name, value in _run(path, own).items():
+            np.testing.assert_array_equal(value, got[request["outputs"][name]])

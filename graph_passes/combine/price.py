@@ -64,9 +64,10 @@ def _matrix_terms(plan: Plan, number: int, weights_memo: dict) -> tuple[int, int
     weight = first.input[1]
     shape = view.shape(weight) or ()
     activation = [view.nodes[m].input[0] for m in members]
-    if first.op_type in ("Conv", "ConvTranspose"):
-        per_row = _elements(shape) * _elements((view.shape(first.output[0]) or (1, 1))[2:])
-        rows = tuple((view.shape(t) or (1,))[0] for t in activation)
+    if first.op_type in ("Conv", "ConvTranspose"):  # rows: output positions of every image in the batch
+        outputs = [view.shape(view.nodes[m].output[0]) or (1, 1) for m in members]
+        per_row = _elements(shape)
+        rows = tuple(out[0] * _elements(out[2:]) for out in outputs)
     else:
         per_row = _elements(shape)
         rows = tuple(_elements((view.shape(t) or (1,))[:-1]) for t in activation)

@@ -362,3 +362,16 @@ def test_merge_of_two_pairs_keeps_each_pairs_shared_constants_apart(tmp_path):
         own = {k: feeds[v] for k, v in request["inputs"].items()}
         for name, value in _run(path, own).items():
             np.testing.assert_array_equal(value, got[request["outputs"][name]])
+
+
+def test_two_images_of_one_vision_model_run_as_one_batch(tmp_path):
+    merged = merge_requests([MODELS / "googlenet.onnx", MODELS / "googlenet.onnx"])
+    path = tmp_path / "two.onnx"
+    path.write_bytes(merged.model.SerializeToString())
+    result = combine_requests(path)
+    (chain,) = [result.plan.chains[i] for i in result.chosen]
+    ops = Counter(result.view.nodes[result.plan.counterparts.tuples[t][0]].op_type for t in chain.tuples)
+    assert ops["Conv"] == 13 and ops["Gemm"] == 1  # every Conv on the batch axis: two images, weights read once
+    assert all(result.plan.axis[result.view.nodes[result.plan.counterparts.tuples[t][0]].output[0]] == 0
+               for t in chain.tuples)
+    assert all(c.exact == c.outputs and c.independent for c in result.verification.checks)

@@ -58,6 +58,11 @@ def run(args: argparse.Namespace) -> int:
              (json_path, to_json_text(result).encode())]
     refuse_overwrite([path for path, _ in files], protected_files(result.loaded))
     write_files(files)
+    encodings = list(dict.fromkeys(reason for _, reason in sorted(result.plan.apart.items())
+                                   if reason.startswith("the requests quantize ")))
+    if encodings:
+        print(f"hexfuse: {len(encodings)} tensors are quantized differently by the requests, each ending a chain; "
+              f"the first: {encodings[0]}", file=sys.stderr)
     chosen = result.chosen
     saved = sum(result.prices[i].weight_bytes_apart - result.prices[i].weight_bytes_combined for i in chosen)
     checked = "" if result.verification is None else "; outputs checked request by request on ONNX Runtime"

@@ -116,7 +116,11 @@ def test_prefill_and_two_decodes_merged_by_hexfuse_combine(tmp_path):
     assert result.verification.passed and all(c.exact == c.outputs for c in result.verification.checks)
 
 
-def test_qdq_requests_calibrated_apart_are_refused_naming_the_tensor():
+def test_qdq_requests_calibrated_apart_are_refused_naming_the_tensor(tmp_path, capsys):
+    assert main(["combine", str(LLAMA_QDQ), "-o", str(tmp_path / "c.onnx")]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert re.match(r"hexfuse: \d+ tensors are quantized differently by the requests, each ending a chain; the first: "
+                    r"the requests quantize 'pow_1_QuantizeLinear_Output' with different encodings", first)
     result = combine_requests(LLAMA_QDQ)
     assert not any(result.prices[i].weight_bytes_combined for i in result.chosen)  # no projection combined
     reasons = set(result.plan.apart.values())

@@ -53,6 +53,7 @@ def find_counterparts(view: RequestView) -> Counterparts:
                 by_constant.setdefault((digest, slot), []).append(reader)
     keys = [node_key(view, i) for i in range(len(view.nodes))]
     taken: set[int] = set()
+    found.tensors.update(_corresponding_inputs(view))
     for index, node in enumerate(view.nodes):
         if view.request_of[index] != 0:
             continue
@@ -90,6 +91,33 @@ def find_counterparts(view: RequestView) -> Counterparts:
     order = sorted(range(len(found.tuples)), key=lambda number: found.tuples[number][0])  # the sorted graph's order
     found.tuples = [found.tuples[number] for number in order]
     found.tuple_of = {member: number for number, members in enumerate(found.tuples) for member in members}
+    return found
+
+
+def _local_input_name(view: RequestView, name: str, request: int) -> str:
+    """A graph input's name without its request's part (``prefill/x`` -> ``x``, ``decode_input_ids`` -> ``input_ids``)."""
+    for prefix in (view.prefixes[request] if view.prefixes else "", view.names[request]):
+        if prefix and name.startswith(prefix):
+            return name[len(prefix):].lstrip("_/.:-")
+    return name
+
+
+def _corresponding_inputs(view: RequestView) -> dict[str, tuple[str, ...]]:
+    """Graph inputs every request has under the same local name, type and rank: the requests' own ``x``
+    (a chain may start at a graph input, not only at a weight)."""
+    by_request: list[dict[str, str]] = [{} for _ in range(view.count)]
+    for name in view.graph_inputs:
+        request = view.requests_of_tensor(name)
+        if request >= 0:
+            by_request[request][_local_input_name(view, name, request)] = name
+    found = {}
+    for local, first in by_request[0].items():
+        names = [inputs.get(local) for inputs in by_request]
+        if any(n is None for n in names):
+            continue
+        shapes = [view.shape(n) for n in names]
+        if len({view.elem_type(n) for n in names}) == 1 and None not in shapes and len({len(s) for s in shapes}) == 1:
+            found[first] = tuple(names)
     return found
 
 

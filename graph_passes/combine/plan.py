@@ -298,12 +298,14 @@ def _unit_cuts(plan: Plan) -> dict[int, str]:
     for chain in plan.chains:
         for tensors in chain.entries:
             producer = view.producer.get(tensors[0])
-            if producer is not None and view.nodes[producer].op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            if producer is None or view.nodes[producer].op_type not in ("QuantizeLinear", "DequantizeLinear"):
+                # a float Concat before a QuantizeLinear is no QDQ unit: the chain starts after the requests' own Q
+                label = "a graph input" if producer is None else \
+                    f"the output of '{view.nodes[producer].name or view.nodes[producer].op_type}' kept per request"
                 for reader, _ in view.readers.get(tensors[0], ()):
                     number = plan.counterparts.tuple_of.get(reader)
                     if number in chain.tuples and view.nodes[reader].op_type == "QuantizeLinear":
-                        label = view.nodes[producer].name or view.nodes[producer].op_type
-                        cut[number] = f"it quantizes {tensors[0]!r}, the output of '{label}' kept per request"
+                        cut[number] = f"it quantizes {tensors[0]!r}, {label}: the chain starts at its quantized form"
             if producer is not None and view.nodes[producer].op_type == "DequantizeLinear":
                 for reader, _ in view.readers.get(tensors[0], ()):
                     number = plan.counterparts.tuple_of.get(reader)

@@ -379,3 +379,18 @@ def test_two_images_of_one_vision_model_run_as_one_batch(tmp_path):
     assert all(result.plan.axis[result.view.nodes[result.plan.counterparts.tuples[t][0]].output[0]] == 0
                for t in chain.tuples)
     assert all(c.exact == c.outputs and c.independent for c in result.verification.checks)
+
+
+def test_a_chain_starts_at_the_requests_own_graph_input():
+    """x * x -> mean -> MatMul: the first ops read no weight; the requests' inputs named alike (a/x, b/x)
+    correspond, so the statistics join the chain instead of staying per request."""
+    def body(p: str, x: str):
+        return [helper.make_node("Mul", [x, x], [p + "sq"], name=p + "sq"),
+                helper.make_node("ReduceMean", [p + "sq", "axes"], [p + "m"], name=p + "mean", keepdims=1),
+                helper.make_node("Mul", [x, p + "m"], [p + "s"], name=p + "scale"),
+                helper.make_node("MatMul", [p + "s", "W"], [p + "y"], name=p + "proj")], p + "y"
+    axes = numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")
+    view = request_view(_two_requests(body, extra_initializers=[axes]))
+    plan = plan_combine(view)
+    assert not plan.apart and len(plan.chains) == 1 and len(plan.chains[0].tuples) == 4
+    assert plan.chains[0].entries == [("a/x", "b/x")]

@@ -118,3 +118,23 @@ def combine_requests(path: str | Path, target: str | Path = DEFAULT_TARGET, requ
         seconds["verify"] = time.perf_counter() - mark
         require(result.verification)
     return result
+
+
+def combine_hint(model: onnx.ModelProto, target: str | Path = DEFAULT_TARGET) -> str | None:
+    """One line for ``analyze`` and ``fuse`` on a model of several requests: what ``hexfuse combine``
+    would run once for all of them (planned and priced, not rewritten or verified); None for one request."""
+    view = request_view(model)
+    if view.count < 2:
+        return None
+    plan = plan_combine(view)
+    spec = load_target(target)
+    prices = [price_chain(plan, chain, spec, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
+    chosen, _ = _choose(plan, prices, everything=False)
+    if not chosen:
+        return None
+    matmuls = sum(1 for i in chosen for t in plan.chains[i].tuples
+                  if view.nodes[plan.counterparts.tuples[t][0]].op_type in ("MatMul", "Gemm", "Conv"))
+    apart = sum(prices[i].weight_bytes_apart for i in chosen) / 2**20
+    once = sum(prices[i].weight_bytes_combined for i in chosen) / 2**20
+    return (f"requests {', '.join(view.names)} share weights: `hexfuse combine` would run {matmuls} matrix ops once "
+            f"on the rows of all, reading {apart:.2f} -> {once:.2f} MiB of weights (docs/combine.md)")

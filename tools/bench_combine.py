@@ -84,79 +84,6 @@ def _feeds(session, own: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {i.name: own[i.name] for i in session.get_inputs()}
 
 
-def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[float | None, float | None, str]:
-    """(t2 us, DMA MB, failure note) of QNN's schedule of ``path`` on ``target`` (prepared when not cached)."""
-    from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
-    from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import cached_schedule, prepare
-
-    _, failure = prepare(path, target, timeout_s, log_dir)
-    if failure:
-        return None, None, failure
-    schedule = cached_schedule(path, path.stem, target)
-    spec = load_target(target)
-    t2 = replay(graph_of(schedule, op_costs(schedule, spec)), spec.hvx_contexts).latency_ns / 1e3
-    dma = sum(op.ddr_bytes for op in schedule.ops if op.resource == "dma") / 1e6
-    return round(t2, 1), round(dma, 2), ""
-
-
-def bench(config: str, prefill: int | None, decodes: list[int], precision: str, iters: int, threads: int,
-          targets: list[str], timeout_s: float) -> Measured:
-    from hexfuse.graph_passes.combine.run import combine_requests
-    from hexfuse.graph_passes.merge.requests import merge_requests
-
-    layers = _layers(config, prefill, decodes, precision)
-    names = [name for name, _ in layers]
-    label = f"{config} " + " + ".join(f"{'prefill' if l.mode == 'prefill' else 'decode@KV'}{l.size}" for _, l in layers)
-    say = lambda text: print(f"bench_combine: {label} {precision}: {text}", file=sys.stderr, flush=True)  # noqa: E731
-    say("building the requests (cached)")
-    paths = [build(layer) for _, layer in layers]
-    folder = cache_dir() / "combine"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = "+".join(p.name[:-len(".onnx")] for p in paths)  # the layers' stems and cache keys
-    if len(stem) > 150:  # file names stop at 255 bytes
-        stem = f"{layers[0][1].stem}+{len(paths) - 1}.{hashlib.sha256(stem.encode()).hexdigest()[:16]}"
-    merged_path = folder / f"{stem}.merged.onnx"
-    if not merged_path.is_file():
-        say("merging")
-        _write(merged_path, merge_requests(paths, names).model)
-    say("combining and verifying")
-    result = combine_requests(merged_path, requantized=precision != "float")
-    combined_path = _write(folder / f"{stem}.combined.onnx", result.model)
-    reference_path = _write(folder / f"{stem}.reference.onnx", result.reference) if result.requantized \
-        else merged_path
-    measured = Measured(label, names, precision, requantized=len(result.requantized))
-    apart_bytes = sum(result.prices[i].weight_bytes_apart for i in result.chosen)
-    once_bytes = sum(result.prices[i].weight_bytes_combined for i in result.chosen)
-    measured.weight_mb = {"merged": round(apart_bytes / 1e6, 2), "combined": round(once_bytes / 1e6, 2)}
-    measured.verification = [{"request": c.request, "outputs": c.outputs, "bit_exact": c.exact,
-                              "max_rel": c.max_rel, "independent": c.independent}
-                             for c in result.verification.checks]
-    own = {name: example_inputs(layer, 7 + i) for i, (name, layer) in enumerate(layers)}
-    joint = {f"{name}/{k}": v for name, values in own.items() for k, v in values.items()}
-    if iters:
-        say(f"ONNX Runtime CPU, {iters} iterations interleaved, {threads} thread(s)")
-        forms = {"apart": [(path, own[name]) for path, name in zip(paths, names)],
-                 "merged": [(reference_path, joint)], "combined": [(combined_path, joint)]}
-        measured.cpu_ms, measured.cpu_speedup = cpu_latency(forms, iters, threads)
-    for target in targets:
-        say(f"QNN schedules on {target} (HTP simulator; cached once prepared)")
-        measured.replay_us[target], measured.dma_mb[target] = {}, {}
-        forms_paths = {"merged": reference_path, "combined": combined_path}
-        for form, path in forms_paths.items():
-            t2, dma, note = _replay(path, target, folder, timeout_s)
-            if note:
-                measured.notes.append(f"{form} on {target}: {note}")
-            measured.replay_us[target][form], measured.dma_mb[target][form] = t2, dma
-        parts = [_replay(p, target, folder, timeout_s) for p in paths]
-        if all(t2 is not None for t2, _, _ in parts):
-            measured.replay_us[target]["apart"] = round(sum(t2 for t2, _, _ in parts), 1)
-            measured.dma_mb[target]["apart"] = round(sum(d for _, d, _ in parts), 2)
-        else:
-            measured.notes += [f"apart on {target}: {note}" for _, _, note in parts if note]
-    return measured
-
-
 def cpu_latency(forms: dict[str, list[tuple[Path, dict]]], iters: int, threads: int) -> tuple[dict, dict]:
     """Each form's median (ms) and the paired speedups of combined over merged and over apart, timed as
     ``hexfuse ab`` times (tools/ab/latency.py: forms interleaved per iteration, rotating which goes first;
@@ -179,18 +106,18 @@ def cpu_latency(forms: dict[str, list[tuple[Path, dict]]], iters: int, threads: 
 
 def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[float | None, float | None, str]:
     """(t2 us, DMA MB, failure note) of QNN's schedule of ``path`` on ``target`` (prepared when not cached)."""
-    from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
+    from hexfuse.graph_passes.combine.schedule import replayed
     from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import cached_schedule, prepare
+    from hexfuse.graph_passes.load.io import file_sha256
+    from hexfuse.tools.bench_realsize import prepare
 
     _, failure = prepare(path, target, timeout_s, log_dir)
     if failure:
         return None, None, failure
-    schedule = cached_schedule(path, path.stem, target)
-    spec = load_target(target)
-    t2 = replay(graph_of(schedule, op_costs(schedule, spec)), spec.hvx_contexts).latency_ns / 1e3
-    dma = sum(op.ddr_bytes for op in schedule.ops if op.resource == "dma") / 1e6
-    return round(t2, 1), round(dma, 2), ""
+    found = replayed(path, file_sha256(path), load_target(target))
+    if found is None:
+        return None, None, "hexfuse engines wrote no schedule"
+    return found.latency_us, found.dma_mb, ""
 
 
 def bench(config: str, prefill: int | None, decodes: list[int], precision: str, iters: int, threads: int,
@@ -223,7 +150,8 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
     once_bytes = sum(result.prices[i].weight_bytes_combined for i in result.chosen)
     measured.weight_mb = {"merged": round(apart_bytes / 1e6, 2), "combined": round(once_bytes / 1e6, 2)}
     measured.verification = [{"request": c.request, "outputs": c.outputs, "bit_exact": c.exact,
-                              "max_rel": c.max_rel, "independent": c.independent}
+                              "max_rel": c.max_rel, "max_steps": c.max_steps, "within": c.within,
+                              "independent": c.independent}
                              for c in result.verification.checks]
     own = {name: example_inputs(layer, 7 + i) for i, (name, layer) in enumerate(layers)}
     joint = {f"{name}/{k}": v for name, values in own.items() for k, v in values.items()}

@@ -11,6 +11,7 @@ from collections import Counter
 
 from hexfuse.graph_passes.combine.explain import explain
 from hexfuse.graph_passes.combine.run import Combined
+from hexfuse.graph_passes.combine.verify import RELATIVE_BOUND, STEP_BOUND
 
 EXAMPLES = 3
 
@@ -49,6 +50,7 @@ def to_json(result: Combined) -> dict:
         })
     verification = None if result.verification is None else [
         {"request": c.request, "outputs": c.outputs, "bit_exact": c.exact, "max_relative_difference": c.max_rel,
+         "max_quantization_steps": c.max_steps, "within_bound": c.within,
          "independent_of_other_requests": c.independent} for c in result.verification.checks]
     return {
         "model": result.loaded.path.name, "target": result.target.name, "requests": view.names,
@@ -99,9 +101,12 @@ def to_markdown(result: Combined) -> str:
                      f"{priced.apart_ns / 1e3:.1f} | {priced.combined_ns / 1e3:.1f} | {result.refused.get(index, '')} |")
     if result.verification is not None:
         lines += ["", "## Verification (ONNX Runtime CPU EP, seeded inputs)", "",
-                  "| request | outputs | bit-exact | max difference (relative) | independent of other requests |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {c.request} | {c.outputs} | {c.exact} | {c.max_rel:.3g} | {'yes' if c.independent else 'NO'} |"
+                  f"Bound: {RELATIVE_BOUND:g} of an output's largest value, or {STEP_BOUND} quantization steps of an "
+                  "output a DequantizeLinear gives (ONNX Runtime's MatMul may round a row differently among other rows).",
+                  "", "| request | outputs | bit-exact | max difference (relative) | max difference (steps) | "
+                  "independent of other requests |", "|---|---|---|---|---|---|"]
+        lines += [f"| {c.request} | {c.outputs} | {c.exact} | {c.max_rel:.3g} | "
+                  f"{'-' if c.max_steps is None else f'{c.max_steps:.3g}'} | {'yes' if c.independent else 'NO'} |"
                   for c in result.verification.checks]
     if result.requantized:
         lines += ["", f"## Requantized ({len(result.requantized)} tensors: one encoding covering every request's range)", "",

@@ -394,3 +394,20 @@ def test_a_chain_starts_at_the_requests_own_graph_input():
     plan = plan_combine(view)
     assert not plan.apart and len(plan.chains) == 1 and len(plan.chains[0].tuples) == 4
     assert plan.chains[0].entries == [("a/x", "b/x")]
+
+
+def test_bound_is_relative_for_float_outputs_and_in_steps_for_dequantized_ones():
+    from hexfuse.graph_passes.combine.verify import STEP_BOUND, _compared, output_steps
+    graph = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]), helper.make_node("Relu", ["x"], ["r"])], "g",
+        [helper.make_tensor_value_info("q", TensorProto.UINT16, [4]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "s"), numpy_helper.from_array(np.array(7, np.uint16), "z")])
+    steps = output_steps(helper.make_model(graph))
+    assert steps == {"y": 0.5}
+    reference = np.array([100.0, -3.0, 2.5, 0.0], np.float32)
+    assert _compared(reference, reference + np.float32(0.5 * STEP_BOUND) * np.array([0, 1, 0, 0], np.float32), 0.5)[2]
+    assert not _compared(reference, reference + np.float32(0.5 * (STEP_BOUND + 1)) * np.array([0, 1, 0, 0], np.float32),
+                         0.5)[2]
+    assert _compared(reference, reference * np.float32(1 + 5e-6), None)[2]  # a float output: relative
+    assert not _compared(reference, reference + np.float32(0.01), None)[2]

@@ -17,6 +17,7 @@ from tests import builders
 
 ROOT = Path(__file__).resolve().parents[1]
 README = " ".join((ROOT / "README.md").read_text().split())
+GUIDE = " ".join((ROOT / "docs" / "guide.md").read_text().split())
 ENGINES_DOC = " ".join((ROOT / "docs" / "engines.md").read_text().split())
 
 
@@ -35,27 +36,38 @@ def test_prefill_decode_merge_group_counts(tmp_path, capsys):
         groups = json.loads(_cli(capsys, "analyze", merged, "--json", *extra)[0])["groups"]
         counts.append((sum(g["source"].startswith("request") for g in groups), len(groups)))
     (requests, total), (_, total_scalar) = counts
-    assert f"# {requests} of {total} groups pair work of the two requests ({total_scalar} with --allow-scalar)" in README
+    assert f"# {requests} of {total} groups pair work of the two requests ({total_scalar} with --allow-scalar)" in GUIDE
 
 
-def test_the_first_commands_group_count(tmp_path, capsys):
-    """README's first command: the bundled GPT-J block, default target, as the README describes it: priced
-    as the package builds a fused node nothing pays, as designed some groups would."""
+def test_the_gptj_block_group_count(tmp_path, capsys):
+    """The guide's GPT-J block, default target: priced as the package builds a fused node nothing pays, as
+    designed some groups would."""
     model = ROOT / "models" / "gptj_block.onnx"
     _, err = _cli(capsys, "fuse", model, "-o", tmp_path / "gptj_block.fused.onnx", "--no-verify")
     assert "nothing to fuse" in err and "would pair but for what the generated package adds" in err, err
     _, err = _cli(capsys, "fuse", model, "-o", tmp_path / "designed.onnx", "--no-verify", "--as-designed")
     groups = re.search(r"with (\d+) fused nodes?", err)
     assert groups, err
-    assert f"`--as-designed` prices the design's fused node instead and fuses {groups.group(1)} groups" in README
+    assert f"`--as-designed` prices the design's fused node instead and fuses {groups.group(1)} groups" in GUIDE
     out, err = _cli(capsys, "analyze", model, "--json")
     reasons = [task["reason"] for task in json.loads(out)["not_fused"]["tasks"]]
     added = sorted(float(m.group(1)) for r in reasons if (m := re.search(r"package: holding the group together adds "
                                                                           r"([\d.]+) us", r)))
     assert added, reasons
     assert (f"on gptj_block (sm8550), {len(added)} tasks would pair but for those ops, which add "
-            f"{added[0]:.2f}-{added[-1]:.2f} us to each group") in README
+            f"{added[0]:.2f}-{added[-1]:.2f} us to each group") in GUIDE
     assert f"{len(added)} tasks would pair but for what the generated package adds" in err
+
+
+def test_the_first_command_combines_as_the_readme_says(tmp_path, capsys):
+    from hexfuse.graph_passes.combine.run import combine_requests
+
+    _, err = _cli(capsys, "combine", ROOT / "models" / "llama_prefill_decode.onnx", "-o", tmp_path / "c.onnx")
+    assert re.search(r"1 of \d+ chains combined across 2 requests \(prefill, decode\)", err), err
+    result = combine_requests(ROOT / "models" / "llama_prefill_decode.onnx", verify=False)
+    rows = result.prices[result.chosen[0]].rows
+    assert rows == (16, 1) and f"run once on the {sum(rows)} rows of both" in README
+    assert "a 16-token prefill and a 1-token decode" in README
 
 
 def _predicted(err: str) -> str:
@@ -66,16 +78,16 @@ def _predicted(err: str) -> str:
 
 def test_mlp_chain_micro_batch_figures(tmp_path, capsys):
     chain = ROOT / "models" / "mlp_chain.onnx"
-    assert f"split and fused it predicts {_predicted(_cli(capsys, 'analyze', chain, '--micro-batches', '2')[1])}" in README
+    assert f"split and fused it predicts {_predicted(_cli(capsys, 'analyze', chain, '--micro-batches', '2')[1])}" in GUIDE
     _, err = _cli(capsys, "fuse", chain, "-o", tmp_path / "x.onnx", "--micro-batches", "2", "--split", "always")
     ratio = re.search(r"predicted ([\d.]+x) slower", err)
-    assert ratio and f"refuses without `--force` ({ratio.group(1)} slower)" in README, err
+    assert ratio and f"refuses without `--force` ({ratio.group(1)} slower)" in GUIDE, err
     long = onnx.load(chain)
     for info in (long.graph.input[0], long.graph.output[0]):
         info.type.tensor_type.shape.dim[1].dim_value = 4096
     del long.graph.value_info[:]
     path = builders.save(long, tmp_path / "long.onnx")
-    assert f"At 4096 tokens the split alone predicts {_predicted(_cli(capsys, 'analyze', path, '--micro-batches', '2')[1])}" in README
+    assert f"At 4096 tokens the split alone predicts {_predicted(_cli(capsys, 'analyze', path, '--micro-batches', '2')[1])}" in GUIDE
 
 
 @pytest.mark.skipif(not Path(builders.LIGHT_DIR).is_dir(), reason="the onnx wheel ships no light models")
@@ -83,7 +95,7 @@ def test_light_models_the_command_line_fuses():
     fused = [p.stem.removeprefix("light_").removeprefix("bvlc_")
              for p in sorted(Path(builders.LIGHT_DIR).glob("light_*.onnx"))
              if hexfuse.analyze_model(p, scorer_for("sm8550", 0.1)).fused_ops]
-    assert f"Fused by the command line (sm8550): {', '.join(fused) or 'none'}." in README
+    assert f"Fused by the command line (sm8550): {', '.join(fused) or 'none'}." in GUIDE
 
 
 @pytest.mark.parametrize("model, figures", [

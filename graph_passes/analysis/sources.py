@@ -84,13 +84,18 @@ def _components(flat: FlatGraph) -> list[str]:
     return [first_input.get(find(i), "") for i in range(flat.node_count)]
 
 
+def request_prefixes(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(request name, node-name prefix) per request ``hexfuse merge`` recorded; the metadata is the
+    file's, so only well-formed entries count."""
+    requests = _metadata(model, REQUESTS_KEY)
+    return [(pair[0], pair[1]) for pair in (requests if isinstance(requests, list) else [])
+            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) and v for v in pair)]
+
+
 class Sources:
     def __init__(self, model: onnx.ModelProto, analysis: Analysis) -> None:
         self.analysis = analysis
-        requests = _metadata(model, REQUESTS_KEY)  # metadata is the file's: only well-formed entries count
-        self.prefixes: list[tuple[str, str]] = [
-            (pair[0], pair[1]) for pair in (requests if isinstance(requests, list) else [])
-            if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) for v in pair)]
+        self.prefixes: list[tuple[str, str]] = request_prefixes(model)
         micro = _metadata(model, MICRO_BATCHES_KEY)
         count = micro.get("count", 0) if isinstance(micro, dict) else 0
         self.micro_batches = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0

@@ -12,7 +12,6 @@ equal constants), whatever their names; the matcher compares weights by it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -20,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
+from hexfuse.graph_passes.analysis.sources import request_prefixes
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.graph.dataflow import overridable_initializers
 
@@ -114,18 +113,6 @@ def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | Non
     return types
 
 
-def _request_names_from_metadata(model: onnx.ModelProto) -> list[tuple[str, str]]:
-    for entry in model.metadata_props:
-        if entry.key == REQUESTS_KEY:
-            try:
-                pairs = json.loads(entry.value)
-            except (json.JSONDecodeError, RecursionError):
-                return []
-            return [(p[0], p[1]) for p in pairs if isinstance(p, list) and len(p) == 2
-                    and all(isinstance(v, str) and v for v in p)]
-    return []
-
-
 def _component_name(names: list[str], index: int) -> str:
     """The common prefix of a component's input and output names (``decode_`` -> ``decode``), else r<i>."""
     prefix = os.path.commonprefix(names).rstrip("_/.:-") if len(names) > 1 else ""
@@ -202,7 +189,7 @@ def request_view(model: onnx.ModelProto) -> RequestView:
                 if tensor:
                     constant[tensor] = _digest(key, str(k).encode())
     live_inputs = [info.name for info in graph.input if info.name not in constant]
-    prefixes = _request_names_from_metadata(model)
+    prefixes = request_prefixes(model)
     if prefixes:
         names = [name for name, _ in prefixes]
         request_of = []

@@ -4,11 +4,18 @@
 // EP builds the op). The grammar's gen_ConstArr_vals_i32 only makes [1, 1, 1, n] arrays, and
 // WITH_SIZE does not reshape a constant: so the [1, 1, 2, 2] constant is made here, the way the
 // grammar's own gen_Shape makes its constants (graph_gen_Const_int32_common_wrapper).
+//
+// Prepare-only: optimization rules run when the graph is prepared (x86 or aarch64), never on the DSP.
+// The Hexagon builds define PREPARE_DISABLED (Makefile), under which the SDK's optimize.h declares none
+// of ReplFunc, Replacement or the graph_gen_* helpers and DEF_PACKAGE_OPTIMIZATION expands to nothing,
+// so nothing here is referenced there (tests/op_package/test_device_compile.py keeps that true).
 #pragma once
 
 #include <cstdint>
 
 #include "HTP/core/optimize.h"
+
+#ifndef PREPARE_DISABLED
 
 namespace hexfuse_htp {
 
@@ -23,3 +30,5 @@ inline ReplFunc const_i32_2x2(int a, int b, int c, int d) {
 }
 
 }  // namespace hexfuse_htp
+
+#endif  // PREPARE_DISABLED

@@ -8,7 +8,8 @@
       inputs.npz                fixed inputs (byte-identical for the same models and seed)
       provider_options.json     QNN EP options of the target's preset (soc_model, htp_arch, ...)
       models/                   original.onnx, fused_serial0.onnx, fused_serial1.onnx, fused.hexfuse.json
-      contexts/                 <run>.ctx.onnx prepared on x86 for the target (when QNN_SDK_ROOT is set)
+      contexts/                 <run>.ctx.onnx prepared on x86 for the target (when QNN_SDK_ROOT is set), and
+                                <run>_schematic.bin, that prepare's optrace schematic (decodes the device's optrace)
       package/                  the op package sources; package/build/<arch>/libQnn<Pkg>.so once built
 
 Everything is built in a folder beside DIR and swapped in at the end. Without an SDK (or with
@@ -72,6 +73,12 @@ class Run:
     @property
     def context(self) -> str:
         return f"contexts/{self.key}.ctx.onnx"
+
+    @property
+    def schematic(self) -> str:
+        """The prepare's optrace schematic: QNN's profile viewer needs it to turn the device's optrace log
+        of this context into a per-thread timeline (tools/ab/device_overlap.py)."""
+        return f"contexts/{self.key}_schematic.bin"
 
 
 RUNS = (
@@ -153,7 +160,7 @@ def manifest(o: BundleOptions, target: DeviceTarget, preset_name: str, fused_cou
     runs = []
     for run in RUNS:
         entry = {"key": run.key, "label": run.label, "role": run.role, "model": run.model, "context": run.context,
-                 "package": run.package, "serial": run.serial}
+                 "schematic": run.schematic, "package": run.package, "serial": run.serial}
         if run.package:
             entry["claims"] = dict(sorted(fused_count.items()))
         if run.only_without_package:
@@ -199,7 +206,7 @@ def build_script(target: DeviceTarget, package: str) -> str:
     ]
     for run in RUNS:
         pkg = " --package package" if run.package else (" --inline" if run.role == "fused" else "")
-        lines.append(f"hexfuse compile {run.model}{pkg} -o {run.context} --target {t}")
+        lines.append(f"hexfuse compile {run.model}{pkg} -o {run.context} --target {t} --schematic {run.schematic}")
     return "\n".join(lines) + "\n"
 
 
@@ -325,7 +332,7 @@ def _build_and_compile(stage: Path, target: DeviceTarget, package: str, preset, 
             res = compile_context(stage / run.model, stage / run.context, preset.provider_options, feeds,
                                   disable_cpu_fallback=preset.disable_cpu_ep_fallback,
                                   package=pkg if run.package else None, library=library if run.package else None,
-                                  allow_inlined=not run.package)
+                                  allow_inlined=not run.package, schematic=stage / run.schematic)
         except HexfuseError as exc:  # name the run: a baseline that cannot be prepared is not shipped
             raise HexfuseError(f"bundle run {run.key} ({run.label}): {exc}") from None
         facts[run.key] = {"context": run.context, "prepare_s": round(res.prepare_s, 4), "load_s": round(res.load_s, 4),

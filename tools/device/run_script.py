@@ -17,6 +17,12 @@ written beside and swapped in whole:
     results/results.json                       what ran where, latencies, checks (schema below)
     results/outputs/<run>.npz                  first-run outputs (arrays out_0, out_1, ...)
     results/profiles/<level>/<run>/profile.csv QNN EP profile (+ whatever QNN wrote beside it)
+    results/profiles/optrace/<run>/            for the engine overlap (`hexfuse ab --import` reads it first):
+        *_qnn.log           the QNN EP's binary profile log of the optrace runs
+        *_schematic.bin     the prepare's schematic (copied from contexts/ for context binaries)
+        chrometrace.json    per-hardware-thread timeline, when QNN's profile viewer is here (QNN_SDK_ROOT);
+                            else the workstation's SDK makes it from the two files above on import
+        ort_profile_*.json  ONNX Runtime's own profile of the same runs (host threads)
 
 Exit 0 when every run ran on the QNN EP as asked and matched the original within the bundle's tolerances;
 1 with one line `run_ab: error: ...` otherwise (results are still written when the runs completed).
@@ -30,6 +36,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -106,10 +113,13 @@ class Qnn:
         else:
             raise RunError("no QNN EP: install onnxruntime-qnn (pip) or use an onnxruntime build with the QNN EP")
 
-    def session(self, path: str, options: dict, disable_cpu_fallback: bool):
+    def session(self, path: str, options: dict, disable_cpu_fallback: bool, ort_profile: str | None = None):
         ort = self.ort
         so = ort.SessionOptions()
         so.log_severity_level = 3
+        if ort_profile:  # ONNX Runtime's own profile: the host's timeline of the same runs
+            so.enable_profiling = True
+            so.profile_file_prefix = ort_profile
         so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")
@@ -282,14 +292,77 @@ def profile(qnn: Qnn, run: dict, options: dict, fallback: bool, feeds: dict, lev
     here = os.getcwd()
     os.chdir(folder)  # optrace files land in the working folder
     try:
-        sess = qnn.session(run["abs_source"], opts, fallback)
+        ort_profile = os.path.join(folder, "ort_profile") if level == "optrace" else None
+        sess = qnn.session(run["abs_source"], opts, fallback, ort_profile)
         for _ in range(runs):
             sess.run(None, feeds)
+        if ort_profile:
+            sess.end_profiling()
         del sess
         gc.collect()  # the CSV is written when the session is released
     finally:
         os.chdir(here)
     return {"files": sorted(os.listdir(folder))}
+
+
+# --- what the engine-overlap reading needs (tools/ab/device_overlap.py) ----------------------------
+# Per optrace run: the QNN EP's binary profile log (<profile>_qnn.log), the prepare's schematic
+# (<graph>_schematic.bin: written here by an on-device prepare, shipped in contexts/ for context
+# binaries), and from the two QNN's profile viewer with its optrace reader writes chrometrace.json, the
+# per-hardware-thread timeline (start, duration, thread per op). ONNX Runtime's profile rides along.
+VIEWER_CONFIG = {"htp_json": False, "runtrace": False, "memory_info": False,
+                 "enable_input_output_flow_events": False, "enable_sequencer_flow_events": False}
+SDK_ARCHS = ("aarch64-android", "aarch64-oe-linux-gcc11.2", "aarch64-ubuntu-gcc9.4", "aarch64-windows-msvc",
+             "x86_64-linux-clang", "x86_64-windows-msvc")
+
+
+def profile_viewer() -> tuple[str, str] | None:
+    """QNN's profile viewer and optrace reader on this machine (QNN_SDK_ROOT), if any."""
+    root = os.environ.get("QNN_SDK_ROOT")
+    for arch in SDK_ARCHS if root else ():
+        exe = ".exe" if "windows" in arch else ""
+        lib = "QnnHtpOptraceProfilingReader.dll" if "windows" in arch else "libQnnHtpOptraceProfilingReader.so"
+        viewer = os.path.join(root, "bin", arch, "qnn-profile-viewer" + exe)
+        reader = os.path.join(root, "lib", arch, lib)
+        if os.path.isfile(viewer) and os.path.isfile(reader):
+            return viewer, reader
+    return None
+
+
+def collect_trace(bundle: Bundle, run: dict, form: str, folder: str, viewer) -> dict:
+    """What this run's optrace folder holds for the per-thread timeline, completed where it can be."""
+    names = sorted(os.listdir(folder))
+    log = next((n for n in names if n.endswith("_qnn.log")), None)
+    schematic = next((n for n in names if n.endswith("_schematic.bin")), None)
+    if schematic is None and form == "context" and bundle.exists(run.get("schematic")):
+        schematic = os.path.basename(run["schematic"])
+        shutil.copyfile(bundle.path(run["schematic"]), os.path.join(folder, schematic))
+    timeline = "chrometrace.json" if "chrometrace.json" in names else None
+    if timeline is None and log and schematic and viewer:
+        config = os.path.join(folder, "viewer_config.json")
+        with open(config, "w") as f:
+            json.dump(VIEWER_CONFIG, f)
+        env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join([os.path.dirname(viewer[1]),
+                                                                os.environ.get("LD_LIBRARY_PATH", "")]))
+        done = subprocess.run([viewer[0], "--config", config, "--reader", viewer[1], "--input_log",
+                               os.path.join(folder, log), "--schematic", os.path.join(folder, schematic), "--output",
+                               os.path.join(folder, "chrometrace.json")], capture_output=True, text=True, env=env)
+        if done.returncode == 0 and os.path.isfile(os.path.join(folder, "chrometrace.json")):
+            timeline = "chrometrace.json"
+    ort_profile = next((n for n in sorted(os.listdir(folder)) if n.startswith("ort_profile") and n.endswith(".json")),
+                       None)
+    if timeline:
+        missing = ""
+    elif not log:
+        missing = "the QNN EP wrote no binary profile log (*_qnn.log): no per-thread timeline can be made"
+    elif not schematic:
+        missing = ("no prepare schematic: the context binaries were compiled without one (rerun build.sh, or "
+                   "use --from onnx)")
+    else:
+        missing = ("QNN's profile viewer is not on this machine (QNN_SDK_ROOT): `hexfuse ab --import` decodes the "
+                   "log with the workstation's SDK")
+    return {"qnn_log": log, "schematic": schematic, "chrometrace": timeline, "ort_profile": ort_profile,
+            "missing": missing}
 
 
 def replace_dir(stage: str, out: str) -> None:
@@ -393,14 +466,25 @@ def _run(a, bundle, key, form, qnn, runs, unavailable, op_packages, feeds, base,
     del runners
     sessions.clear()
     gc.collect()
-    profiles = {}
+    profiles, traces = {}, {}
+    viewer = profile_viewer()
     for level in levels:
         profiles[level] = {}
         for run in runs:
             say(f"profiling ({level}): {run['key']}", a.quiet)
             folder = os.path.join(stage, "profiles", level, run["key"])
             got = profile(qnn, run, run["options"], fallback, feeds, level, folder, profile_runs)
+            if level == "optrace":
+                traces[run["key"]] = collect_trace(bundle, run, form, folder, viewer)
+                t = traces[run["key"]]
+                have = (f"{t['chrometrace']} (per hardware thread)" if t["chrometrace"] else
+                        f"QNN log {'yes' if t['qnn_log'] else 'NO'}, schematic {'yes' if t['schematic'] else 'NO'}; "
+                        + t["missing"])
+                say(f"  engine timeline of {run['key']}: {have}", a.quiet)
+                got["files"] = sorted(os.listdir(folder))
             profiles[level][run["key"]] = {"dir": f"profiles/{level}/{run['key']}", "files": got["files"]}
+    if not any(level == "optrace" for level in levels):
+        say("no optrace pass (--levels): the engine overlap per fused node cannot be read from these results", a.quiet)
     import onnxruntime as ort
     try:
         from importlib.metadata import version
@@ -425,6 +509,7 @@ def _run(a, bundle, key, form, qnn, runs, unavailable, op_packages, feeds, base,
         "latency_ms": times,
         "device_check": checks,
         "profiles": profiles,
+        "engine_timeline": traces,
     }
     with open(os.path.join(stage, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

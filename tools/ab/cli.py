@@ -141,5 +141,7 @@ def run(args: argparse.Namespace) -> int:
         raise HexfuseError(f"fused model differs from the original ({', '.join(bad)}); see report in "
                            f"{rep['report_dir']}")
     if not args.quiet:
+        for line in rep.get("device_overlap", {}).get("lines", []):  # --import: the device's answer first
+            print(f"hexfuse: {line}", file=sys.stderr)
         print(summary_line(rep), file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ import numpy as np
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.graph_passes.load.io import file_sha256
 
-from . import baselines, compare, guards, latency, models, profile, qnn_session, report, timeline
+from . import baselines, compare, device_overlap, guards, latency, models, profile, qnn_session, report, timeline
 from .options import AbOptions
 from .sessions import RunConfig
 
@@ -208,5 +208,7 @@ def import_results(results_dir: str, o: AbOptions, original: str | None = None, 
                      "optrace_files": {k: [f"{v['dir']}/{f}" for f in v["files"]]
                                        for k, v in res.get("profiles", {}).get("optrace", {}).items()}},
     }
+    # what the design asks of the device, first (docs/device.md: reading the engine overlap)
+    rep["device_overlap"] = device_overlap.collect(folder, res, fused_m, out_dir)
     report.write_all(out_dir, rep, timelines, times)
     return rep

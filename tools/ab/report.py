@@ -25,7 +25,8 @@ def write_all(out_dir: Path, rep: dict, timelines: dict, times: dict[str, np.nda
     write_atomic(out_dir / "trace.json", json.dumps(trace).encode())
     write_plot(out_dir / "latency.png", times, rep)
     rep["files"] = ["report.json", "report.md", "trace.json", "latency.png"] + sorted(
-        p["file"] for p in rep["profiles"].values())
+        p["file"] for p in rep["profiles"].values()) + sorted(
+        name for pics in rep.get("device_overlap", {}).get("pictures", {}).values() for name in pics.values())
     write_atomic(out_dir / "report.md", render_md(rep).encode())
     write_atomic(out_dir / "report.json", json.dumps(rep, indent=1, default=_json_default).encode())
 
@@ -78,6 +79,10 @@ def render_md(r: dict) -> str:
                  "functional only and say nothing about a device.")
     if r["qnn_preset"]:
         L.append(f"- QNN preset `{r['qnn_preset']['name']}`: `{r['qnn_preset']['provider_options']}`")
+    if r.get("device_overlap"):  # an imported device run: the engine overlap leads
+        from .device_overlap import markdown
+
+        L += ["", *markdown(r["device_overlap"])]
     L += ["", "## Baselines", "", "| key | baseline | median ms | p90 ms | p99 ms | note |", "|---|---|---|---|---|---|"]
     for b in r["baselines"]:
         lat = b.get("latency") or {}

@@ -116,7 +116,7 @@ def collect(folder: Path, res: dict, fused_m, out_dir: Path) -> dict:
             accel = dt.accelerator_us(folder / detailed[key]["dir"] / "profile.csv")
         if trace is not None:
             runs.append(dt.run_overlap(key, trace, fused if run["role"] == "fused" else [], accel))
-            if run["role"] == "fused" and trace.per_thread:
+            if run["role"] == "fused":
                 predicted[key] = _schedule_says(rdir)
         ort_file = _first(rdir, "ort_profile*.json")
         if ort_file is not None:
@@ -137,6 +137,9 @@ def collect(folder: Path, res: dict, fused_m, out_dir: Path) -> dict:
     lines = dt.table_lines(runs, predicted)
     for key, how in hints.items():
         lines.append(f"  {key}: {how}")
+    for r in runs:  # no timestamps: the prepare's schedule is all there is (structure, not time)
+        for node, says in (predicted.get(r.key, {}) if not r.trace.per_thread else {}).items():
+            lines.append(f"  {r.key}: {node}: the schedule says {says} (no timestamps to check it)")
     for key, host in ort.items():
         if "qnn_partition_us" in host:
             lines.append(f"  {key}: ONNX Runtime's profile: the QNN partition took {host['qnn_partition_us']:.0f} us "

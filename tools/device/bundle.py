@@ -236,6 +236,11 @@ Android (adb): copy this folder to /data/local/tmp/hexfuse, then in `adb shell`:
 Windows on Snapdragon: `pip install onnxruntime-qnn` and run `python run_ab.py` (the HTP build of the package
 for that PC's Hexagon version goes where bundle.json's `windows-arm64` entry says).
 
+Engine overlap (does a fused node's task op run while HMX works?) is read from the optrace pass: run_ab.py keeps
+each run's QNN log, the prepare's schematic and ONNX Runtime's profile in results/profiles/optrace/<run>/, and
+writes the per-hardware-thread timeline (chrometrace.json) there when QNN_SDK_ROOT points at an SDK with
+qnn-profile-viewer for this machine; otherwise `hexfuse ab --import` makes it with the workstation's SDK.
+
 ## Bring the results back
 
     adb pull /data/local/tmp/hexfuse/results ./results      # into this folder on the workstation

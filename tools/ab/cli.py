@@ -30,7 +30,8 @@ def register(subparsers) -> None:
                    "builds the CPU custom-op library)")
     p.add_argument("--import", dest="import_dir", metavar="RESULTS", help="report the results folder run_ab.py of a "
                    "`hexfuse bundle` wrote (device or simulator) instead of running; models from the bundle, or "
-                   "ORIGINAL FUSED as given to `hexfuse bundle` (docs/device.md)")
+                   "ORIGINAL FUSED as given to `hexfuse bundle`; leads with each fused node's task op ∩ own HMX "
+                   "time from the optrace timeline (docs/device.md section 5)")
     p.add_argument("--ep", choices=("cpu", "qnn"), default=_D.ep,
                    help="execution provider: cpu (ONNX Runtime CPU EP) or qnn (QNN EP, HTP backend; a simulator on "
                    f"x86) (default {_D.ep})")

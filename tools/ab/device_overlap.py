@@ -137,6 +137,10 @@ def collect(folder: Path, res: dict, fused_m, out_dir: Path) -> dict:
     lines = dt.table_lines(runs, predicted)
     for key, how in hints.items():
         lines.append(f"  {key}: {how}")
+    for r in runs:
+        if r.trace.per_thread and not r.nodes and fused and r.key in predicted:  # a fused run, nothing attributed
+            lines.append(f"  {r.key}: no op of the timeline was attributed to a fused node (op args: "
+                         f"{', '.join(r.trace.arg_keys[:8]) or 'none'}; docs/device.md section 5)")
     for r in runs:  # no timestamps: the prepare's schedule is all there is (structure, not time)
         for node, says in (predicted.get(r.key, {}) if not r.trace.per_thread else {}).items():
             lines.append(f"  {r.key}: {node}: the schedule says {says} (no timestamps to check it)")

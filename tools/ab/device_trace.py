@@ -63,6 +63,7 @@ class DeviceTrace:
     simulator: bool = False  # written by the x86 HTP simulator: its times are not the device's
     unit: str = "us"
     notes: tuple[str, ...] = ()
+    arg_keys: tuple[str, ...] = ()  # the op events' args keys (what attribution to nodes could use)
 
     def lanes(self) -> list[str]:
         order = {"hmx": 0, "hvx": 1, "other": 2}
@@ -159,6 +160,7 @@ def read_chrometrace(path: str | Path, simulator: bool = False) -> DeviceTrace:
             names.setdefault((None, tid), next(iter(found)))
     named: list[Op] = []
     unnamed: list[Op] = []  # on a thread the trace does not name: known by its tid, or a process track
+    arg_keys: set[str] = set()
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -170,6 +172,7 @@ def read_chrometrace(path: str | Path, simulator: bool = False) -> DeviceTrace:
         if engine == "other" and not lane:
             continue  # no thread at all
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        arg_keys.update(str(k) for k in args)
         kernel = str(args.get("HTP Op Type") or e.get("name") or "")
         node = str(args.get("QNN Op Name") or args.get("qnn_node") or "")
         (named if lane else unnamed).append(Op(kernel, node, lane or f"tid {e.get('tid')}", engine, ts, ts + dur))
@@ -188,7 +191,7 @@ def read_chrometrace(path: str | Path, simulator: bool = False) -> DeviceTrace:
                            "or tids 256 / 512-515): not QNN's optrace chrometrace")
     ops.sort(key=lambda o: (o.start, o.lane))
     notes = ("x86 HTP simulator: host-driven times, not the device's",) if simulator else ()
-    return DeviceTrace(str(path), "chrometrace", tuple(ops), True, simulator, "us", notes)
+    return DeviceTrace(str(path), "chrometrace", tuple(ops), True, simulator, "us", notes, tuple(sorted(arg_keys)))
 
 
 def read_ort_profile(path: str | Path, simulator: bool = False) -> DeviceTrace:

@@ -85,12 +85,17 @@ def test_dispatching_kernels_parse_with_hvx_for_v73(source: Path, tmp_path: Path
 @needs_zig
 @pytest.mark.parametrize("cpu", NEWER_CPUS)
 def test_hvx_and_dispatching_sources_compile_for_newer_cpus(cpu: str, tmp_path: Path) -> None:
-    hvx = ["-mhvx=" + cpu, "-mhvx-length=128b", "-O2", "-std=c++17", *WARN, f"-I{RUNTIME / 'include'}"]
-    for source in HVX_SOURCES:
-        _run([*ZIG, "-target", "hexagon-freestanding-none", f"-mcpu=hexagon{cpu}", *hvx, "-ffreestanding",
+    # zig's driver ignores -mhvx / -mhvx-length: HVX goes in the CPU's feature list, else __HVX__ stays
+    # undefined and the HVX paths compile out unseen (the probe below fails then)
+    mcpu = f"-mcpu=hexagon{cpu}+hvx{cpu}+hvx_length128b"
+    hvx = ["-O2", "-std=c++17", *WARN, f"-I{RUNTIME / 'include'}"]
+    probe = tmp_path / "probe.cpp"
+    probe.write_text("#if !defined(__HVX__) || __HVX_LENGTH__ != 128\n#error HVX-128 is not enabled\n#endif\n")
+    for source in (probe, *HVX_SOURCES):
+        _run([*ZIG, "-target", "hexagon-freestanding-none", mcpu, *hvx, "-ffreestanding",
               "-fno-exceptions", "-fno-rtti", "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
     for source in DISPATCHING:  # zig's libc++ and musl stand in for the SDK's C++ library
-        _run([*ZIG, "-target", "hexagon-linux-musl", f"-mcpu=hexagon{cpu}", *hvx, "-Wno-unused-command-line-argument",
+        _run([*ZIG, "-target", "hexagon-linux-musl", mcpu, *hvx, "-Wno-unused-command-line-argument",
               "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
 
 

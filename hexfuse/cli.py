@@ -21,11 +21,13 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import importlib
 import importlib.resources
+import shlex
 from typing import TYPE_CHECKING
 
 from hexfuse.graph_passes.errors import HexfuseError
@@ -78,27 +80,39 @@ def _run_pass(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
 
 def _dynamic_hint(result) -> str:
     """'; symbolic dims N, S: ...' where the loaded model still has dynamic shapes, else ''."""
-    from hexfuse.graph_passes.load.model import symbolic_dims
+    from hexfuse.graph_passes.load.model import pin_arguments, symbolic_dims
 
     loaded = getattr(result, "analyzed", result).loaded
     dims = symbolic_dims(loaded.model.graph)
     if not dims:
         return ""
-    pins = " ".join(f"--fix-dim {name}=VALUE" for name in dims if name != "?")
+    pins = " ".join(f"--fix-dim {shlex.quote(pin)}" for pin in pin_arguments(loaded.model.graph))
     named = ", ".join(dims)
-    return f"; dynamic shapes (symbolic dims {named}) are never fused" + (f": pin them with {pins}" if pins else "")
+    if not pins:  # only outputs are declared dynamic: the inputs are static and inference sizes the rest
+        return ""
+    return f"; dynamic shapes (symbolic dims {named}) are never fused: pin the inputs' with {pins} (the outputs follow)"
 
 
-def _package_hint(result) -> str:
-    """'; N tasks ... --as-designed' where some group lost only to what the generated package adds."""
+def _package_hint(result, args: argparse.Namespace) -> str:
+    """'; N tasks would pair but for ...' where some group lost only to what the generated package adds,
+    and what --as-designed (the what-if that prices the design's fused node) then does: run, not guessed."""
     from hexfuse.graph_passes.cost.scorer import PACKAGE_REASON
+    from hexfuse.graph_passes.report.document import reason_kind
 
     reasons = getattr(result, "analyzed", result).selection.reasons.values()
     lost = sum(1 for reason in reasons if PACKAGE_REASON in reason)
-    if not lost:
+    if not lost or args.as_designed:
         return ""
-    return (f"; {_count(lost, 'task')} would pair but for what the generated package adds to hold a group together "
-            "(entry, joins, ports in main memory, QNN's copies): --as-designed prices the design's fused node")
+    hint = (f"; {_count(lost, 'task')} would pair but for what the generated package adds to hold a group together "
+            "(entry, joins, ports in main memory, QNN's copies)")
+    designed = argparse.Namespace(**{**vars(args), "as_designed": True, "micro_batches": 0})
+    what_if = _run_pass(designed, _scorer(designed), fuse=False)[0]
+    if what_if.fused_ops:
+        return (f"{hint}: priced as designed (--as-designed, a what-if: the design's single VTCM entry, which the "
+                f"package does not build) {_count(len(what_if.fused_nodes), 'group')} would fuse")
+    kinds = Counter(reason_kind(reason) for reason in what_if.selection.reasons.values())
+    top = f" (most often: {kinds.most_common(1)[0][0]})" if kinds else ""
+    return f"{hint}; priced as designed (--as-designed) none pays either{top}"
 
 
 def _run_pass_pinned(args: argparse.Namespace, scorer: CostScorer, fuse: bool):
@@ -129,7 +143,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     if decision is not None:
         data["micro_batches"] = {"split": decision.split, "reason": decision.reason}
     print(report_json(data) if args.json else render_report(data) + (decision.markdown() if decision else ""))
-    hint = _dynamic_hint(result) + _package_hint(result)
+    hint = _dynamic_hint(result) + (_package_hint(result, args) if not result.fused_ops else "")
     if hint and not result.fused_ops:
         _say(f"nothing to fuse in {args.model}{hint}")
     return EXIT_OK
@@ -141,6 +155,9 @@ def run_fuse(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if not Path(args.output).name:  # '', '.', '/': no file name to put the spec and report beside
         raise HexfuseError(f"-o {args.output!r}: not a file path, expected an output .onnx path")
+    model = Path(args.model)
+    if not model.is_file() and (model.is_dir() or not model.exists()):  # before any word of progress
+        raise HexfuseError(f"{args.model}: " + ("is a directory, expected an .onnx file" if model.is_dir() else "no such file"))
     scorer = _scorer(args)
     _say(f"fusing {args.model} for target {scorer.target.name}")
     result, decision = _run_pass(args, scorer, fuse=True)
@@ -158,7 +175,7 @@ def run_fuse(args: argparse.Namespace) -> int:
         _say(f"{args.model} is already fused: wrote an unchanged copy to {out} {carried}")
     elif not result.changed:
         _say(f"nothing to fuse in {args.model} (see {out.with_suffix('.hexfuse.md')}): wrote an unchanged copy to "
-             f"{out}{_dynamic_hint(result)}{_package_hint(result)}")
+             f"{out}{_dynamic_hint(result)}{_package_hint(result, args)}")
     else:
         split = f" split into {result.split} micro-batches," if result.split > 1 else ""
         what = (f"{_count(len(analyzed.fused_nodes), 'fused node')} calling {_count(len(result.spec.fused_ops), 'op type')}"

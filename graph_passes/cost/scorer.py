@@ -179,7 +179,7 @@ class CostScorer:
         bound = _lower_bound(costs, target) + package
         if 1.0 - bound / t2 < self.min_gain:
             reason = _package_cost(package, t2, bound, self.min_gain) or self._why_not(costs, alone) or (
-                f"overheads: even perfect overlap saves {1.0 - bound / t2:.1%} < margin {self.min_gain:.0%}")
+                f"overheads: even perfect overlap {_saves(1.0 - bound / t2)} < margin {self.min_gain:.0%}")
             details.update(t2_best_existing=round(t2, 1), t4_lower_bound=round(bound, 1), package_ns=round(package, 1))
             return Verdict(False, max(0.0, 1.0 - bound / t2), reason, details)
         base = predict(costs, target, package_ns=package)
@@ -254,8 +254,13 @@ def _package_cost(package: float, t2: float, t4: float, margin: float) -> str:
     if package <= 0 or 1.0 - (t4 - package) / t2 < margin:
         return ""
     return (f"{PACKAGE_REASON} {package / 1e3:.2f} us (the package's entry and joins, their "
-            f"ports in main memory, QNN's copies for them); with it fused saves {1.0 - t4 / t2:.1%}, without it "
-            f"{1.0 - (t4 - package) / t2:.1%}, margin {margin:.0%} (--as-designed prices the design's single VTCM entry)")
+            f"ports in main memory, QNN's copies for them); with it fused {_saves(1.0 - t4 / t2)}, without it "
+            f"{_saves(1.0 - (t4 - package) / t2)}, margin {margin:.0%} (--as-designed prices the design's single VTCM entry)")
+
+
+def _saves(gain: float) -> str:
+    """'saves 13.9%', or 'costs 357.6% more' where the fused node would be slower (never 'saves -357.6%')."""
+    return f"saves {gain:.1%}" if gain >= 0 else f"costs {-gain:.1%} more"
 
 
 def _share(part: float, whole: float) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,4 +259,4 @@ def find_engine_map(model: str | Path, sha256: str, target: str, explicit: str |
             stale.append(str(candidate))
     why = f" ({', '.join(stale)} made from another version of the model)" if stale else ""
     return Lookup(None, f"no engine map for target {target}{why}: op-type rules decide "
-                        f"(`hexfuse engines {Path(model).name} --target {target}` makes one)")
+                        f"(`hexfuse engines {shlex.quote(str(model))} --target {target}` makes one)")

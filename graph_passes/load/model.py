@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -132,14 +133,51 @@ def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
     return found
 
 
+def pin_arguments(graph: onnx.GraphProto) -> list[str]:
+    """The ``--fix-dim`` arguments that pin every dynamic dimension of the graph's inputs (shape inference
+    then sizes the outputs): ``NAME=VALUE`` for a named dim, ``INPUT[AXIS]=VALUE`` for an unnamed one."""
+    pins: list[str] = []
+    initializers = {t.name for t in graph.initializer}
+    for info in graph.input:
+        if info.name in initializers or not info.type.HasField("tensor_type") \
+                or not info.type.tensor_type.HasField("shape"):
+            continue
+        for axis, dim in enumerate(info.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value"):
+                continue
+            pin = f"{dim.dim_param}=VALUE" if dim.dim_param else f"{info.name}[{axis}]=VALUE"
+            if pin not in pins:
+                pins.append(pin)
+    return pins
+
+
+_POSITION = re.compile(r"^(?P<input>.+)\[(?P<axis>\d+)\]$")  # --fix-dim INPUT[AXIS]=VALUE
+
+
 def _fix_dims(path: Path, model: onnx.ModelProto, values: Mapping[str, int]) -> None:
-    """ONNX Runtime's make_dynamic_shape_fixed, in place: every dim_param in ``values`` becomes its size."""
+    """ONNX Runtime's make_dynamic_shape_fixed, in place: every dim_param in ``values`` becomes its size;
+    ``INPUT[AXIS]`` pins that dimension of a graph input, named or not."""
     named = {dim.dim_param for info in _value_infos(model.graph) if info.type.HasField("tensor_type")
              for dim in info.type.tensor_type.shape.dim if dim.HasField("dim_param")}
-    for name in values:
-        if name not in named:
-            known = ", ".join(sorted(named)) or "none"
-            raise HexfuseError(f"{path}: --fix-dim {name}: no dimension is named {name!r} (symbolic dims: {known})")
+    inputs = {info.name: info for info in model.graph.input}
+    for name, value in values.items():
+        if name in named:
+            continue
+        position = _POSITION.match(name)
+        info = inputs.get(position["input"]) if position else None
+        if info is not None and info.type.HasField("tensor_type"):
+            dims = info.type.tensor_type.shape.dim
+            axis = int(position["axis"])
+            if axis >= len(dims):
+                raise HexfuseError(f"{path}: --fix-dim {name}: input {position['input']!r} has rank {len(dims)}")
+            if not dims[axis].HasField("dim_value"):
+                dims[axis].dim_value = value  # a oneof: clears dim_param
+            elif dims[axis].dim_value != value:
+                raise HexfuseError(f"{path}: --fix-dim {name}: that dimension is {dims[axis].dim_value} already")
+            continue
+        known = ", ".join(sorted(named)) or "none"
+        raise HexfuseError(f"{path}: --fix-dim {name}: no dimension is named {name!r} (symbolic dims: {known}); "
+                           "an unnamed one is pinned by its place on an input, INPUT[AXIS]=VALUE")
     for info in _value_infos(model.graph):
         if not info.type.HasField("tensor_type"):
             continue

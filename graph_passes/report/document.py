@@ -9,32 +9,72 @@ its Conv or MatMul, not by the DequantizeLinear of its bias).
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections import Counter
 from typing import Any
 
 from hexfuse.graph_passes.analysis.sources import Sources
 from hexfuse.graph_passes.analysis.tasks import Task
-from hexfuse.graph_passes.load.model import symbolic_dims
+from hexfuse.graph_passes.load.model import pin_arguments, symbolic_dims
 from hexfuse.graph_passes.pipeline import AnalyzeResult
 from hexfuse.graph_passes.report.engines import gain_split, group_lines, task_engines
 from hexfuse.graph_passes.select.balance import Scorer
 
-MAX_EXAMPLES = 12  # reason kinds in the Markdown (the JSON lists every task)
+MAX_KINDS = 40  # reason kinds the Markdown lists; past it one row says how many more and where they are
+MAX_EXAMPLE_TASKS = 3  # tasks named per reason kind in the Markdown (the JSON names them all)
 MAX_TASK_NODES = 6  # compute ops named per task in the Markdown (the JSON names all)
 _US = 1e3
+# How reasons name nodes (labels.py): OpType 'name' (a repr: either quote), #12 OpType, and "(copy)".
+_NAMED = re.compile(r"""\b(?P<op>[A-Z][\w.]*) (?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?: \(copy\))?""")
+_INDEXED = re.compile(r"#\d+ (?P<op>[A-Z][\w.]*)(?: \(copy\))?")
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NODE_OF = re.compile(r"node (?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") \((?P<op>[A-Z][\w.]*)\)")  # node 'n1' (Dropout)
+_NUMBER = re.compile(r"[-+]?\d[\d.,]*")
+_NO_TRANSLATION = re.compile(r"(?P<op>[A-Z]\w*) (?:'(?:[^'\\]|\\.)*'|\S+) has no QNN translation")
+_SCORER = re.compile(r"^best partner rejected by \S+ scorer: ")
 
 
-def _reason_kind(reason: str) -> str:
-    """Collapse node names out of a reason so that similar reasons count together."""
+def reason_kind(reason: str) -> str:
+    """The reason with what names one node or one figure taken out, so that tasks refused for the same
+    cause count together (a Relu without a QNN translation is one kind, whichever Relu)."""
     if " reaches " in reason:
         return "depends on every nearby task of another engine (a path links them)"
     if "too far in the schedule" in reason:
         return "nearest task of another engine is beyond the reachability window"
     if "hazard" in reason:
         return "buffer hazard (RAW/WAR/WAW through views)"
-    if "scorer" in reason:
-        return "partner rejected by the scorer (not worth fusing)"
-    return reason
+    scorer = _SCORER.match(reason)
+    if scorer:  # the scorer's verdict up to its first figure: "package: holding the group together adds"
+        why = reason[scorer.end():]
+        head = _NUMBER.split(why, maxsplit=1)[0].rstrip(" (:;,")
+        return f"partner rejected by the scorer (not worth fusing): {head or why}"
+    kind = _NODE_OF.sub(lambda m: f"a {m['op']} node", reason)
+    kind = _INDEXED.sub(lambda m: m["op"], _NAMED.sub(lambda m: m["op"], kind))
+    return _QUOTED.sub("'…'", kind)
+
+
+def _not_fused(analysis, reasons: dict[int, str], every_task: bool) -> dict[str, Any]:
+    """Reasons grouped by kind, most tasks first, each with its tasks (every one in the JSON)."""
+    tasks_of: dict[str, list[int]] = {}
+    for task_id in sorted(reasons):
+        tasks_of.setdefault(reason_kind(reasons[task_id]), []).append(task_id)
+    by_kind = []
+    for kind, ids in sorted(tasks_of.items(), key=lambda item: (-len(item[1]), item[0])):
+        first = ids[0]
+        by_kind.append({"kind": kind, "tasks": len(ids),
+                        "example": f"{analysis.task_label(analysis.tasks[first])}: {reasons[first]}",
+                        "task_labels": [analysis.task_label(analysis.tasks[t]) for t in ids]})
+    return {"by_kind": by_kind, "total": len(reasons),
+            "tasks": [{"task": analysis.task_label(analysis.tasks[t]), "reason": reasons[t]} for t in sorted(reasons)]
+            if every_task else None}
+
+
+def _untranslated_folds(folds: list[str], reasons: dict[int, str]) -> list[str]:
+    """Epilogue op types the target folds into matrix ops whose matrix tasks were refused on HTP because
+    hexfuse has no QNN translation for them (their reasons say so)."""
+    found = {m["op"] for reason in reasons.values() for m in _NO_TRANSLATION.finditer(reason)}
+    return sorted(found & set(folds))
 
 
 def _task_entry(result: AnalyzeResult, task: Task) -> dict[str, Any]:
@@ -78,6 +118,7 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
         "nodes_analysed": analysis.flat.node_count, "opset_upgraded_from": loaded.upgraded_from,
         "nodes_added_by_upgrade": sum(1 for i in (loaded.origin or ()) if i < 0), "dequantize_copies": copies,
         "symbolic_dims": symbolic_dims(loaded.model.graph), "fixed_dims": dict(loaded.fixed_dims),
+        "pin_arguments": pin_arguments(loaded.model.graph),
     }
     first_group: dict[int, object] = {}
     for node in result.fused_nodes:
@@ -98,29 +139,22 @@ def report_data(result: AnalyzeResult, scorer: Scorer, title: str, summary=None,
                        "gain": round(verdict.gain, 6), "reason": verdict.reason, **_times(verdict.details),
                        "gain_split": gain_split(verdict.details)})
     reasons = result.selection.reasons
-    kinds = Counter(_reason_kind(reason) for reason in reasons.values())
-    examples: dict[str, str] = {}
-    for task_id in sorted(reasons):
-        examples.setdefault(_reason_kind(reasons[task_id]), f"{analysis.task_label(analysis.tasks[task_id])}: {reasons[task_id]}")
     return {
         "title": title, "model": model,
         "target": target.name if target is not None else scorer.name,
         "min_gain": getattr(scorer, "min_gain", None), "min_overlap": getattr(scorer, "min_overlap", None),
         "folds": sorted(analysis.folds),
+        "folds_without_qnn_translation": _untranslated_folds(sorted(analysis.folds), reasons),
         "engine_map": _engine_map(analysis, scorer),
         "allow_merge_only": getattr(scorer, "allow_merge_only", None), "as_designed": _as_designed(scorer),
         "units_by_engine": analysis.engine_histogram(),
-        "tasks": {"fusable": len(fusable), "total": len(analysis.tasks)},
+        "tasks": {"fusable": len(fusable), "total": len(analysis.tasks),
+                  "fused": sum(len(node.group.tasks) for node in result.fused_nodes)},
         "already_fused": result.already_fused,
         "summary": summary.as_dict() if summary is not None else None,
         "verification": verification.as_dict() if verification is not None else None,
         "op_types": op_types, "groups": groups,
-        "not_fused": {
-            "by_kind": [{"kind": kind, "tasks": count, "example": examples[kind]}
-                        for kind, count in sorted(kinds.items(), key=lambda item: (-item[1], item[0]))],
-            "tasks": [{"task": analysis.task_label(analysis.tasks[t]), "reason": reasons[t]} for t in sorted(reasons)]
-            if every_task else None,
-        },
+        "not_fused": _not_fused(analysis, reasons, every_task),
     }
 
 
@@ -146,11 +180,16 @@ def _cell(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def dynamic_dims_note(dims: dict[str, list[str]]) -> str:
-    """One line naming the symbolic dims and where they sit, and how to pin them."""
+def dynamic_dims_note(dims: dict[str, list[str]], pins: list[str] | None = None) -> str:
+    """One line naming the symbolic dims and where they sit, and how to pin them: ``pins`` are the
+    ``--fix-dim`` arguments for the graph's inputs (load.model.pin_arguments; the outputs follow)."""
     named = "; ".join(f"`{name}` ({', '.join(where[:4])}{', ...' if len(where) > 4 else ''})" for name, where in dims.items())
-    pins = " ".join(f"--fix-dim {name}=VALUE" for name in dims if name != "?")
-    how = f"pin them with `{pins}`" if pins else "unnamed dims cannot be pinned: export with static shapes"
+    if pins is None:  # (a caller without the graph: every named dim)
+        pins = [f"{name}=VALUE" for name in dims if name != "?"]
+    if not pins:
+        return f"symbolic dims {named}, on outputs only: the inputs are static, so shape inference sizes the rest"
+    how = ("pin the inputs' with `" + " ".join(f"--fix-dim {shlex.quote(pin)}" for pin in pins) + "` (the outputs "
+           "follow by shape inference; an unnamed dim is pinned by its place, INPUT[AXIS]=VALUE)")
     return (f"symbolic dims {named}: units with dynamic shapes are neither priced nor fused (the QNN EP needs "
             f"static shapes too); {how}")
 
@@ -172,11 +211,20 @@ def _header(data: dict[str, Any]) -> list[str]:
     if model.get("fixed_dims"):
         lines.append("- symbolic dims pinned (--fix-dim): " + ", ".join(f"`{k}`={v}" for k, v in model["fixed_dims"].items()))
     if model.get("symbolic_dims"):
-        lines.append(f"- dynamic shapes: {dynamic_dims_note(model['symbolic_dims'])}")
+        lines.append(f"- dynamic shapes: {dynamic_dims_note(model['symbolic_dims'], model.get('pin_arguments'))}")
     histogram = ", ".join(f"{engine} {count}" for engine, count in data["units_by_engine"].items() if count)
     lines.append(f"- units by engine: {histogram}")
-    lines.append(f"- tasks: {data['tasks']['fusable']} fusable of {data['tasks']['total']}")
-    lines.append(f"- target: `{data['target']}`; epilogues folded into matrix ops: {', '.join(data['folds']) or 'none'}")
+    tasks = data["tasks"]
+    refused = data["not_fused"]["total"]
+    lines.append(f"- tasks: {tasks['total']}, of which {tasks['fusable']} hold matrix, vector or DMA work a group could "
+                 f"pair; fused: {tasks.get('fused', 0)}" + (f"; not fused: {refused} (why: Not fused, below)" if refused else ""))
+    folds = f"- target: `{data['target']}`; epilogues it folds into the matrix op before them (QNN runs them inside it): " \
+        + (", ".join(data["folds"]) or "none")
+    untranslated = data.get("folds_without_qnn_translation") or []
+    if untranslated:
+        folds += (f"; hexfuse cannot yet hand a matrix op with a folded {', '.join(untranslated)} to QNN (no QNN "
+                  "translation), so on HTP those matrix tasks are not fused")
+    lines.append(folds + (" (alone, not after a matrix op, each is vector work)" if data["folds"] else ""))
     engines = data["engine_map"]
     lines.append(f"- engines: {engines['note']}; compute units decided by " + (", ".join(
         f"{source} {count}" for source, count in engines["decided_by"].items()) or "-")
@@ -193,9 +241,21 @@ def _header(data: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _which_figure(summary: dict[str, Any]) -> list[str]:
+    """Where the engine map holds QNN's schedule, the report has two times for the original: say which decides."""
+    schedule = summary.get("schedule")
+    if not schedule:
+        return []
+    return [f"Two times for the original model: {summary['serial_us']:.2f} us adds the target's estimated per-op "
+            f"costs one op after another (the table; its percentages are of this figure), and "
+            f"{schedule['replay_us']:.2f} us replays QNN's own schedule from the engine map, with its overlap (below). "
+            "Believe the replay: it is the closer to the device, and it decides what fuses on HTP.", ""]
+
+
 def _summary(summary: dict[str, Any]) -> list[str]:
     return [
         f"## Predicted latency of the whole model (cost model, target `{summary['target']}`)", "",
+        *_which_figure(summary),
         "| | us | of serial |", "|---|---|---|",
         f"| serial: every op its own QNN op, one after another | {summary['serial_us']:.2f} | 100.0% |",
         f"| saved by entry merging (fewer ops: each non-matrix task becomes one task op) | {summary['entry_merge_us']:.2f} | {summary['entry_merge_gain']:.1%} |",
@@ -270,6 +330,24 @@ def _op_types(data: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _not_fused_table(not_fused: dict[str, Any]) -> list[str]:
+    """Every reason kind with its count, one full example and the next tasks it names; past MAX_KINDS one
+    row says how many kinds and tasks are left and where they are listed."""
+    kinds = not_fused["by_kind"]
+    lines = ["## Not fused", "", f"{not_fused['total']} tasks, by reason (`hexfuse analyze --json` lists every task).", "",
+             "| reason | tasks | example | also |", "|---|---|---|---|"]
+    for entry in kinds[:MAX_KINDS]:
+        also = entry["task_labels"][1:1 + MAX_EXAMPLE_TASKS]
+        more = entry["tasks"] - 1 - len(also)
+        lines.append(f"| {entry['kind']} | {entry['tasks']} | {entry['example']} | "
+                     + (", ".join(also) + (f", … +{more}" if more > 0 else "") if also else "-") + " |")
+    if len(kinds) > MAX_KINDS:
+        rest = kinds[MAX_KINDS:]
+        lines.append(f"| … {len(rest)} more reason kinds | {sum(e['tasks'] for e in rest)} | "
+                     "listed by `hexfuse analyze --json` (not_fused.by_kind) | - |")
+    return lines + [""]
+
+
 def render_report(data: dict[str, Any]) -> str:
     lines = _header(data)
     if data["summary"] is not None:
@@ -282,8 +360,5 @@ def render_report(data: dict[str, Any]) -> str:
     if data["groups"]:
         lines += _groups(data) + _engines(data) + _op_types(data)
     if data["not_fused"]["by_kind"]:
-        lines += ["## Not fused", "", "| reason | tasks | example |", "|---|---|---|"]
-        for entry in data["not_fused"]["by_kind"][:MAX_EXAMPLES]:
-            lines.append(f"| {entry['kind']} | {entry['tasks']} | {entry['example']} |")
-        lines.append("")
+        lines += _not_fused_table(data["not_fused"])
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.graph_passes.load.model import fixed_dims, load_model, parse_fix_dim, symbolic_dims
+from hexfuse.graph_passes.load.model import fixed_dims, load_model, parse_fix_dim, pin_arguments, symbolic_dims
 
 
 def dynamic_batch_export(batch: str = "batch_size") -> onnx.ModelProto:
@@ -108,3 +108,41 @@ def test_fix_dim_with_micro_batches(tmp_path, capsys):
     onnx.save(model, path)
     code, _, err = _run(capsys, "analyze", str(path), "--allow-scalar", "--as-designed", "--fix-dim", "tokens=64", "--micro-batches", "2")
     assert code == 0 and "micro-batches:" in err and "error" not in err, err
+
+
+def unnamed_batch_export() -> onnx.ModelProto:
+    """The export above with the input's batch dim left unnamed and an output's named on its own: what
+    some exporters write (e.g. ch_PP-OCRv4_det asked for six names, outputs included)."""
+    model = dynamic_batch_export()
+    model.graph.input[0].type.tensor_type.shape.dim[0].Clear()
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "rows_out"
+    model.graph.output[1].type.tensor_type.shape.dim[0].Clear()
+    del model.graph.value_info[:]
+    return model
+
+
+def test_pins_are_asked_for_the_inputs_only_and_unnamed_dims_by_position(tmp_path, capsys):
+    path = tmp_path / "unnamed.onnx"
+    onnx.save(unnamed_batch_export(), path)
+    graph = load_model(path).model.graph
+    assert set(symbolic_dims(graph)) == {"?", "rows_out"}  # both listed where they sit
+    assert pin_arguments(graph) == ["x[0]=VALUE"]  # the output's follows from the input by shape inference
+    code, out, err = _run(capsys, "analyze", str(path))
+    assert code == 0
+    assert "--fix-dim 'x[0]=VALUE'" in out and "cannot be pinned" not in out and "rows_out=VALUE" not in out
+    assert "--fix-dim 'x[0]=VALUE'" in err and "rows_out=VALUE" not in err
+
+
+def test_an_unnamed_input_dim_is_pinned_by_position(tmp_path, capsys):
+    path = tmp_path / "unnamed.onnx"
+    onnx.save(unnamed_batch_export(), path)
+    pinned = load_model(path, {"x[0]": 8}).model.graph
+    assert [d.dim_value for d in pinned.input[0].type.tensor_type.shape.dim] == [8, 256]
+    assert pin_arguments(pinned) == []  # nothing left to pin on the inputs
+    out = tmp_path / "fused.onnx"
+    code, _, err = _run(capsys, "fuse", str(path), "-o", str(out), "--allow-scalar", "--as-designed",
+                        "--fix-dim", "x[0]=8")
+    assert code == 0 and "1 fused node " in err, err
+    for bad, message in (("x[2]=8", "input 'x' has rank 2"), ("y[0]=8", "pinned by its place on an input")):
+        code, _, err = _run(capsys, "analyze", str(path), "--fix-dim", bad)
+        assert code == 1 and message in err, err

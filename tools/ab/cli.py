@@ -58,7 +58,8 @@ def register(subparsers) -> None:
     p.add_argument("--min-cosine", type=float, default=_D.min_cosine,
                    help=f"minimum cosine similarity per output (default {_D.min_cosine})")
     p.add_argument("-o", "--report-dir", metavar="REPORT_DIR",
-                   help="where report.json/.md, trace.json, latency.png and profiles go (default <FUSED stem>_ab/)")
+                   help="where report.json/.md, trace.json, latency.png and profiles go (default <FUSED stem>_ab/ "
+                        "in the working folder)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or summary on stderr (errors still print)")
     p.set_defaults(func=run, ab_parser=p)
 

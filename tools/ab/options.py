@@ -52,7 +52,8 @@ def _tolerance(flag: str, value: float) -> None:
 
 
 def check_options(o: AbOptions) -> Path:
-    """Validate ``o``; return the report directory it names (default ``<fused stem>_ab/``)."""
+    """Validate ``o``; return the report directory it names (default ``<fused stem>_ab/`` in the working
+    folder: where the user stands, never beside the models, which may be a repository's or read-only)."""
     if o.ep not in ("cpu", "qnn"):
         raise HexfuseError(f"unknown --ep '{o.ep}' (cpu or qnn)")
     int_in("--iters", o.iters, 2, MAX_ITERS)
@@ -65,7 +66,7 @@ def check_options(o: AbOptions) -> Path:
         raise HexfuseError(f"--min-cosine must be in [-1, 1], got {o.min_cosine}")
     if o.qnn_config and o.ep != "qnn":
         raise HexfuseError("--qnn-config needs --ep qnn")
-    out = Path(o.report_dir or f"{Path(o.fused).with_suffix('')}_ab")
+    out = Path(o.report_dir or f"{Path(o.fused).stem}_ab")
     if out.exists() and not out.is_dir():
         raise HexfuseError(f"report directory {out} exists and is not a directory")
     for model in (o.original, o.fused):

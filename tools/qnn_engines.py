@@ -216,12 +216,71 @@ def prepare_with_optrace(model: Path, options: dict[str, str], folder: Path) -> 
     except subprocess.TimeoutExpired:
         raise HexfuseError(f"the QNN EP took over {PREPARE_TIMEOUT_S} s to prepare {model.name}") from None
     if done.returncode != 0:
+        if FALLBACK_SIGN in done.stderr + done.stdout:
+            raise HexfuseError(fallback_message(model, cpu_fallback_nodes(model, options, folder)))
         raise HexfuseError(f"the QNN EP could not prepare {model.name} on HTP (exit {done.returncode}): "
                            f"{_last_error(done.stderr + done.stdout)}")
     found = find_schematics(folder)
     if not found:
         raise HexfuseError(f"the QNN EP wrote no optrace schematic for {model.name} (onnxruntime-qnn too old?)")
     return max(found, key=lambda p: p.stat().st_size)
+
+
+FALLBACK_SIGN = "fallback to CPU EP has been explicitly disabled"  # ORT's words when a node would leave HTP
+MAX_NAMED = 3  # nodes named per op type in the fallback message
+
+
+def qnn_installed() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("onnxruntime_qnn") is not None
+
+
+def cpu_fallback_nodes(model: Path, options: dict[str, str], folder: Path) -> list[tuple[str, str]]:
+    """(name, op type) of each node the QNN EP leaves to the CPU EP: one more session, fallback allowed,
+    recording which EP took each node (DESIGN.md 4); [] where that session fails too."""
+    command = [sys.executable, "-m", "hexfuse.tools.qnn_engines", "--cpu-nodes", str(model.resolve()), json.dumps(options)]
+    try:
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=PREPARE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return []
+    for line in reversed(done.stdout.strip().splitlines()):
+        if line.startswith("["):
+            return [tuple(pair) for pair in json.loads(line)]
+    return []
+
+
+def fallback_message(model: Path, nodes: list[tuple[str, str]]) -> str:
+    """Which nodes HTP would not run, by op type, and what to do."""
+    if not nodes:
+        listed = "ONNX Runtime did not say which"
+    else:
+        by_type: dict[str, list[str]] = {}
+        for name, op_type in nodes:
+            by_type.setdefault(op_type, []).append(name or "(unnamed)")
+        listed = "; ".join(f"{op_type} x{len(names)} ({', '.join(repr(n) for n in names[:MAX_NAMED])}"
+                           f"{', ...' if len(names) > MAX_NAMED else ''})"
+                           for op_type, names in sorted(by_type.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+    return (f"the QNN EP cannot run {len(nodes) or 'some'} node(s) of {model.name} on HTP (ONNX Runtime would "
+            f"leave them to the CPU EP, and an engine map needs QNN's schedule of every node): {listed}. What to do: "
+            "export without those ops or with types and static shapes QNN's HTP supports (a QDQ-quantized export "
+            "usually runs fully on HTP); meanwhile `hexfuse analyze` and `fuse` work without a map (op-type rules)")
+
+
+def _cpu_nodes_child(model: str, options_json: str) -> None:
+    """In the child: the nodes a session with CPU fallback allowed puts on another EP than QNN's, as JSON."""
+    import onnxruntime as ort
+
+    from hexfuse.tools.ab.qnn_session import QNN_EP, register_qnn
+
+    devices = register_qnn()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    options.add_provider_for_devices(devices, json.loads(options_json))
+    session = ort.InferenceSession(model, options)
+    print(json.dumps([[node.name, node.op_type] for sub in session.get_provider_graph_assignment_info()
+                      if sub.ep_name != QNN_EP for node in sub.get_nodes()]))
 
 
 def _child(model: str, options_json: str) -> None:
@@ -282,4 +341,7 @@ def build_engine_map(model: str | Path, target: str, preset: str | None = None, 
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--cpu-nodes":
+        _cpu_nodes_child(sys.argv[2], sys.argv[3])
+    else:
+        _child(sys.argv[1], sys.argv[2])

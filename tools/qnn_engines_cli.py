@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.errors import HexfuseError
     from hexfuse.graph_passes.load.io import refuse_overwrite
-    from hexfuse.tools.qnn_engines import build_engine_map, provider_options
+    from hexfuse.tools.qnn_engines import build_engine_map, provider_options, qnn_installed
 
     target = load_target(args.target).name
     model = Path(args.model)
@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         refuse_overwrite([out], read)
     if args.schematic is None:
         preset, _ = provider_options(target, args.preset)  # an unknown target fails before anything runs
+        if not qnn_installed():
+            raise HexfuseError("engines prepares the model on the QNN EP (its HTP simulator), which needs the "
+                               "onnxruntime-qnn package: pip install 'hexfuse[qnn]' (or read a schematic made "
+                               "elsewhere with --schematic FILE)")
         print(f"hexfuse: preparing {model.name} on the QNN EP (HTP, preset {preset}) with optrace for {target}",
               file=sys.stderr)
     engine_map = build_engine_map(model, target, args.preset, args.schematic, args.keep)

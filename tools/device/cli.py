@@ -106,6 +106,10 @@ def run_compile(args: argparse.Namespace) -> int:
             require_op_types(package, fused_types, str(model))
         library = ensure_x86_library(package, args.build, _say)
     feeds = _feeds(model, args.inputs, args.seed)
+    if args.inline and fused_types:  # said before ONNX Runtime's own error lines, which would come unexplained
+        _say(f"--inline: the QNN EP has no package for the fused op type(s) {', '.join(sorted(fused_types))}, so "
+             "ONNX Runtime may log them as \"Unsupported nodes in QNN EP\" (in red) and then inlines their "
+             "functions, whose nodes the QNN EP runs: expected here")
     res = compile_context(model, out, preset.provider_options, feeds, disable_cpu_fallback=preset.disable_cpu_ep_fallback,
                           package=package, library=library, embed=args.embed_mode == 1, allow_inlined=args.inline,
                           schematic=Path(args.schematic) if args.schematic else None,

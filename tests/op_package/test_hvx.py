@@ -16,10 +16,12 @@ Skips only when clang-19, qemu-hexagon-static or ziglang is missing. CI installs
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -91,23 +93,23 @@ def test_hvx_and_dispatching_sources_compile_for_newer_cpus(cpu: str, tmp_path: 
     hvx = ["-O2", "-std=c++17", *WARN, f"-I{RUNTIME / 'include'}"]
     probe = tmp_path / "probe.cpp"
     probe.write_text("#if !defined(__HVX__) || __HVX_LENGTH__ != 128\n#error HVX-128 is not enabled\n#endif\n")
-    for source in (probe, *HVX_SOURCES):
-        _run([*ZIG, "-target", "hexagon-freestanding-none", mcpu, *hvx, "-ffreestanding",
-              "-fno-exceptions", "-fno-rtti", "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
-    for source in DISPATCHING:  # zig's libc++ and musl stand in for the SDK's C++ library
-        _run([*ZIG, "-target", "hexagon-linux-musl", mcpu, *hvx, "-Wno-unused-command-line-argument",
-              "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")])
+    commands = [[*ZIG, "-target", "hexagon-freestanding-none", mcpu, *hvx, "-ffreestanding",
+                 "-fno-exceptions", "-fno-rtti", "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")]
+                for source in (probe, *HVX_SOURCES)]
+    commands += [[*ZIG, "-target", "hexagon-linux-musl", mcpu, *hvx, "-Wno-unused-command-line-argument",
+                  "-c", str(source), "-o", str(tmp_path / f"{source.stem}.o")]  # zig's libc++ and musl stand in
+                 for source in DISPATCHING]                                        # for the SDK's C++ library
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # independent compiles: every core
+        list(pool.map(_run, commands))
 
 
 @needs_clang
 @pytest.mark.skipif(QEMU is None, reason="qemu-hexagon-static not installed (apt-get install qemu-user-static)")
 def test_hvx_routines_match_scalar_under_qemu(tmp_path: Path) -> None:
     # The linker ships separately from clang on Debian (lld-19); without it this must fail, not skip.
-    objects = []
-    for source in HVX_SOURCES:
-        obj = tmp_path / f"{source.stem}.o"
-        _run([*_cxx("v67"), "-c", str(source), "-o", str(obj)])
-        objects.append(str(obj))
+    objects = [str(tmp_path / f"{source.stem}.o") for source in HVX_SOURCES]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        list(pool.map(_run, ([*_cxx("v67"), "-c", str(source), "-o", obj] for source, obj in zip(HVX_SOURCES, objects))))
     exe = tmp_path / "hvx_check"
     quant_checks = write_header(tmp_path / "hvx_qcases.h")
     _run([CLANG, "-x", "c", "--target=hexagon-unknown-none-elf", "-mcpu=hexagonv67", *HVX_FLAGS, "-ffreestanding",

@@ -61,14 +61,18 @@ def test_cpu_equivalence_failure_is_an_error(tiny_pair, tmp_path, capsys):
     assert rep["equivalence"]["passed"] is False  # the report is still written for inspection
 
 
-def test_cpu_npz_inputs_and_default_report_dir(tiny_pair, tmp_path):
+def test_cpu_npz_inputs_and_default_report_dir(tiny_pair, tmp_path, monkeypatch):
     orig, fused = tiny_pair
     npz = tmp_path / "in.npz"
     rng = np.random.default_rng(3)
     np.savez(npz, a=rng.random((4, 16), dtype=np.float32), b=rng.random((4, 32), dtype=np.float32))
+    here = tmp_path / "here"  # the default report folder is where the user stands, not beside the models
+    here.mkdir()
+    monkeypatch.chdir(here)
     assert run_cli(["ab", orig, fused, "--inputs", str(npz), "--iters", "3", "--warmup", "0", "-q"]) == 0
-    rep = json.loads((Path(fused).with_suffix("").parent / "fused_ab" / "report.json").read_text())
+    rep = json.loads((here / "fused_ab" / "report.json").read_text())
     assert rep["inputs"]["source"] == str(npz)
+    assert not (Path(fused).parent / "fused_ab").exists()
 
 
 def test_cpu_light_inception(inception_pair, tmp_path):

@@ -31,7 +31,7 @@ _INDEXED = re.compile(r"#\d+ (?P<op>[A-Z][\w.]*)(?: \(copy\))?")
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _NODE_OF = re.compile(r"node (?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") \((?P<op>[A-Z][\w.]*)\)")  # node 'n1' (Dropout)
 _NUMBER = re.compile(r"[-+]?\d[\d.,]*")
-_NO_TRANSLATION = re.compile(r"(?P<op>[A-Z]\w*) (?:'(?:[^'\\]|\\.)*'|\S+) has no QNN translation")
+_NO_TRANSLATION = re.compile(r"(?P<op>[A-Z]\w*) has no QNN translation")  # in a reason kind (names out)
 _SCORER = re.compile(r"^best partner rejected by \S+ scorer: ")
 
 
@@ -73,7 +73,7 @@ def _not_fused(analysis, reasons: dict[int, str], every_task: bool) -> dict[str,
 def _untranslated_folds(folds: list[str], reasons: dict[int, str]) -> list[str]:
     """Epilogue op types the target folds into matrix ops whose matrix tasks were refused on HTP because
     hexfuse has no QNN translation for them (their reasons say so)."""
-    found = {m["op"] for reason in reasons.values() for m in _NO_TRANSLATION.finditer(reason)}
+    found = {m["op"] for reason in reasons.values() for m in _NO_TRANSLATION.finditer(reason_kind(reason))}
     return sorted(found & set(folds))
 
 

@@ -10,7 +10,9 @@ import pytest
 
 from hexfuse.cli import main
 from hexfuse.graph_passes.cost.scorer import _saves
-from hexfuse.graph_passes.report.document import MAX_KINDS, _not_fused_table, reason_kind, render_report
+from hexfuse.graph_passes.report.document import (
+    MAX_KINDS, _not_fused_table, _untranslated_folds, reason_kind, render_report,
+)
 from tests import builders
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -73,6 +75,13 @@ def test_the_header_says_how_many_tasks_fused_and_why_folded_relus_are_refused(i
     assert "- tasks: 60, of which 60 hold matrix, vector or DMA work a group could pair; fused: 0; not fused: 60" in out
     header = next(line for line in out.splitlines() if line.startswith("- target:"))
     assert "Relu" in header and "cannot yet hand a matrix op with a folded Relu to QNN" in header
+
+
+def test_folds_without_a_qnn_translation_are_read_from_reasons_whatever_names_the_node() -> None:
+    reasons = {1: "on HTP the matrix work must run on QNN's own ops: #12 Relu has no QNN translation in hexfuse",
+               2: "on HTP the matrix work must run on QNN's own ops: Sigmoid 'a b' has no QNN translation in hexfuse",
+               3: "on HTP the matrix work must run on QNN's own ops: Tanh 't' has no QNN translation in hexfuse"}
+    assert _untranslated_folds(["Add", "Relu", "Sigmoid"], reasons) == ["Relu", "Sigmoid"]  # Tanh: not a fold here
 
 
 def test_a_fused_node_slower_than_today_costs_more_and_saves_nothing(capsys) -> None:

@@ -77,12 +77,14 @@ def _glue_object(root: Path, include: Path, table: Path) -> list[Path]:
         key = hashlib.sha256((key_base + src.read_text()).encode()).hexdigest()[:32]
         obj = build.object_cache() / f"ort_{key}.o"
         if not obj.exists():
-            tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
-            try:
-                build.run_tool([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
-                os.replace(tmp, obj)
-            finally:
-                tmp.unlink(missing_ok=True)
+            with build.cache_lock(key):
+                tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+                try:
+                    if not obj.exists():  # (made by another process while this one waited)
+                        build.run_tool([cxx, *flags, "-c", str(src), "-o", str(tmp)], root)
+                        os.replace(tmp, obj)
+                finally:
+                    tmp.unlink(missing_ok=True)
         objects.append(obj)
     return objects
 
@@ -124,5 +126,8 @@ def cached_ort_library(spec: FusionSpec, package: str = DEFAULT_PACKAGE) -> Path
     lib = root / "build" / "ort" / f"lib{package}Ort.so"
     if lib.is_file():
         return lib
-    write_tree(files, root)
-    return build_ort(root, spec)
+    with build.cache_lock(key, "ort"):  # another process building the same spec: wait for it, then use its library
+        if lib.is_file():
+            return lib
+        write_tree(files, root)
+        return build_ort(root, spec)

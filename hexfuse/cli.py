@@ -146,7 +146,17 @@ def run_analyze(args: argparse.Namespace) -> int:
     hint = _dynamic_hint(result) + (_package_hint(result, args) if not result.fused_ops else "")
     if hint and not result.fused_ops:
         _say(f"nothing to fuse in {args.model}{hint}")
+    _say_combine_hint(result.loaded, scorer)
     return EXIT_OK
+
+
+def _say_combine_hint(loaded, scorer: CostScorer) -> None:
+    """Where the model holds several requests sharing weights, what `hexfuse combine` would do for them."""
+    from hexfuse.graph_passes.combine.run import combine_hint
+
+    hint = combine_hint(loaded.inferred, scorer.target)
+    if hint:
+        _say(hint)
 
 
 def run_fuse(args: argparse.Namespace) -> int:
@@ -181,6 +191,7 @@ def run_fuse(args: argparse.Namespace) -> int:
         what = (f"{_count(len(analyzed.fused_nodes), 'fused node')} calling {_count(len(result.spec.fused_ops), 'op type')}"
                 if analyzed.fused_nodes else "no fused node")
         _say(f"wrote {out}{split} with {what} ({seconds:.2f} s)")
+    _say_combine_hint(analyzed.loaded, scorer)
     return EXIT_OK
 
 

@@ -120,14 +120,14 @@ def combine_requests(path: str | Path, target: str | Path = DEFAULT_TARGET, requ
     return result
 
 
-def combine_hint(model: onnx.ModelProto, target: str | Path = DEFAULT_TARGET) -> str | None:
+def combine_hint(model: onnx.ModelProto, target: str | Path | Target = DEFAULT_TARGET) -> str | None:
     """One line for ``analyze`` and ``fuse`` on a model of several requests: what ``hexfuse combine``
     would run once for all of them (planned and priced, not rewritten or verified); None for one request."""
     view = request_view(model)
     if view.count < 2:
         return None
     plan = plan_combine(view)
-    spec = load_target(target)
+    spec = target if isinstance(target, Target) else load_target(target)
     prices = [price_chain(plan, chain, spec, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
     chosen, _ = _choose(plan, prices, everything=False)
     if not chosen:

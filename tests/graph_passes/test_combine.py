@@ -411,3 +411,10 @@ def test_bound_is_relative_for_float_outputs_and_in_steps_for_dequantized_ones()
                          0.5)[2]
     assert _compared(reference, reference * np.float32(1 + 5e-6), None)[2]  # a float output: relative
     assert not _compared(reference, reference + np.float32(0.01), None)[2]
+
+
+def test_analyze_says_what_combine_would_do_for_requests_and_nothing_for_one(capsys):
+    assert main(["analyze", str(LLAMA)]) == 0
+    assert "requests prefill, decode share weights: `hexfuse combine` would run 15 matrix ops once" in capsys.readouterr().err
+    assert main(["analyze", str(MODELS / "llama_decode.onnx")]) == 0
+    assert "hexfuse combine" not in capsys.readouterr().err

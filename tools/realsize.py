@@ -1,5 +1,8 @@
 """Real-dimension decoder layers (static shapes, seeded random weights) for judging speed at the sizes
-QNN users run (issues 23 and 24). Built with ``onnx.helper`` and numpy only; written at benchmark time
+QNN users run (issues 23, 24 and 43). Two forms: **deployed** (the default; tools/realsize_deployed.py: grouped
+attention without expands, K cache stored transposed, 8-bit KV in, only the new K/V out, as Qualcomm's exported
+LLMs run), and **legacy** (``:legacy``, the ``Layer`` below: the Hugging Face graph as exported, drawn here).
+``write_layer`` writes one layer of either form; ``Config.from_hf`` reads a Llama-family ``config.json``. Built with ``onnx.helper`` and numpy only; written at benchmark time
 into a cache (``~/.cache/hexfuse/realsize``, ``$HEXFUSE_REALSIZE_CACHE``), never committed.
 
 One Llama-style layer, batch 1, T query tokens, S = T (prefill) or L + 1 (decode) key tokens:
@@ -24,7 +27,10 @@ Quantized to QDQ with ONNX Runtime's QNN helpers as ``models/build_models.py`` d
 activations and weights), w8a16 (uint16 activations, uint8 weights) or w4a16 (int4 weights), random
 calibration feeds.
 
-    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8        # prints the cached path
+    python -m hexfuse.tools.realsize llama-3.2-1b:decode:4096:w4a16       # deployed form, prints the cached path
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w4a16:p3968 # a prompt pass over a 3968-token cache
+    python -m hexfuse.tools.realsize config.json:decode:4096:w4a16       # any Llama-family config.json
+    python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128:w8a8:legacy # the old form
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
     python -m hexfuse.tools.realsize llama-3.2-1b:prefill:1024:attn:g4   # attention only, 4 head-group chains
     python -m hexfuse.tools.realsize llama-3.2-1b:decode:2048:x2         # two layers in a row
@@ -66,15 +72,36 @@ class Config:
     head_dim: int
     mlp: int
     eps: float = 1e-5
+    layers: int = 1  # num_hidden_layers (the whole model; a built Layer holds one, or ``Layer.layers``)
+    vocab: int = 0  # vocab_size (the LM head's columns; 0: unknown)
+    rope_theta: float = ROPE_THETA
+    tied: bool = False  # tie_word_embeddings: the LM head reads the embedding table
+
+    @classmethod
+    def from_hf(cls, source: str | Path | dict, name: str | None = None) -> Config:
+        """A Llama-family Hugging Face ``config.json`` (path or dict): hidden_size, num_attention_heads,
+        num_key_value_heads, intermediate_size, num_hidden_layers, head_dim, rope_theta, vocab_size."""
+        raw = source if isinstance(source, dict) else json.loads(Path(source).read_text(encoding="utf-8"))
+        label = name or raw.get("hexfuse_name") or (Path(source).stem if not isinstance(source, dict) else "model")
+        try:
+            hidden, heads = int(raw["hidden_size"]), int(raw["num_attention_heads"])
+            return cls(str(label), hidden, heads, int(raw.get("num_key_value_heads") or heads),
+                       int(raw.get("head_dim") or hidden // heads), int(raw["intermediate_size"]),
+                       float(raw.get("rms_norm_eps", 1e-5)), int(raw.get("num_hidden_layers", 1)),
+                       int(raw.get("vocab_size", 0)), float(raw.get("rope_theta", ROPE_THETA)),
+                       bool(raw.get("tie_word_embeddings", False)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HexfuseError(f"realsize: {label}: not a Llama-family config.json ({exc})") from None
 
 
-# Published configs (the models' config.json on their hub pages).
+# Published configs (the models' config.json on their hub pages; tools/anchors/llm_configs holds them as files).
 CONFIGS = {c.name: c for c in (
-    Config("llama-3.2-1b", 2048, 32, 8, 64, 8192),
-    Config("llama-3.2-3b", 3072, 24, 8, 128, 8192),
-    Config("qwen2.5-1.5b", 1536, 12, 2, 128, 8960, 1e-6),
-    Config("phi-3.5-mini", 3072, 32, 32, 96, 8192),
-    Config("tiny", 256, 4, 2, 64, 512),  # real per-head dims, small everything else (CI)
+    Config("llama-3.2-1b", 2048, 32, 8, 64, 8192, 1e-5, 16, 128256, 500000.0, True),
+    Config("llama-3.2-3b", 3072, 24, 8, 128, 8192, 1e-5, 28, 128256, 500000.0, True),
+    Config("qwen2.5-1.5b", 1536, 12, 2, 128, 8960, 1e-6, 28, 151936, 1000000.0, True),
+    Config("phi-3.5-mini", 3072, 32, 32, 96, 8192, 1e-5, 32, 32064, 10000.0),
+    Config("llama-3-8b", 4096, 32, 8, 128, 14336, 1e-5, 32, 128256, 500000.0),
+    Config("tiny", 256, 4, 2, 64, 512, 1e-5, 2, 512),  # real per-head dims, small everything else (CI)
 )}
 MODES = ("prefill", "decode")
 PRECISIONS = ("float", "w8a8", "w8a16", "w4a16")
@@ -214,8 +241,8 @@ class _Builder:
         return outs[0] if outputs == 1 else outs
 
 
-def _rope_tables(positions: np.ndarray, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
-    inv = 1.0 / ROPE_THETA ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+def _rope_tables(positions: np.ndarray, head_dim: int, theta: float = ROPE_THETA) -> tuple[np.ndarray, np.ndarray]:
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     angles = np.outer(positions, inv)
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
@@ -226,7 +253,7 @@ def float_model(layer: Layer) -> onnx.ModelProto:
     S = T if layer.mode == "prefill" else layer.size + 1
     b = _Builder(np.random.default_rng(SEED))
     positions = np.arange(T) if layer.mode == "prefill" else np.array([layer.size])
-    cos, sin = _rope_tables(positions, c.head_dim)
+    cos, sin = _rope_tables(positions, c.head_dim, c.rope_theta)
     rope_tables = (b.const("rope_cos", cos), b.const("rope_sin", sin))
     x, kv_out = "x", []
     for i in range(layer.layers):
@@ -344,7 +371,8 @@ def quantize_qdq(model: onnx.ModelProto, layer: Layer, workdir: Path) -> onnx.Mo
 
     class RandomReader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.feeds = [example_inputs(layer, SEED + 100 + i) for i in range(CALIB_SAMPLES)]
+            make = getattr(layer, "feeds", None) or (lambda seed: example_inputs(layer, seed))
+            self.feeds = [make(SEED + 100 + i) for i in range(CALIB_SAMPLES)]
             self.i = 0
 
         def get_next(self):
@@ -390,41 +418,80 @@ def build(layer, cache: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=folder) as td:
         if layer.precision != "float":
             model = quantize_qdq(model, layer, Path(td))
+        if hasattr(layer, "finish"):  # the deployed form's 8-bit KV ports
+            model = layer.finish(model)
         tmp = Path(td) / "out.onnx"
         onnx.save(model, str(tmp))
         os.replace(tmp, path)
     return path
 
 
-def parse_layer(text: str) -> Layer | Requests:
-    """'llama-3.2-1b:prefill:128[:w8a16]' -> Layer; 'A+B' -> the two as two requests in one graph."""
+def config_of(name: str) -> Config:
+    """A bundled config by name, or a Hugging Face ``config.json`` by path."""
+    if name in CONFIGS:
+        return CONFIGS[name]
+    if name.endswith(".json") and Path(name).is_file():
+        return Config.from_hf(name)
+    raise HexfuseError(f"realsize: unknown config {name!r} (one of {sorted(CONFIGS)}, or a config.json path)")
+
+
+def parse_layer(text: str):
+    """'llama-3.2-1b:prefill:128[:w8a16]' -> the deployed form (realsize_deployed.DeployedLayer); with ':legacy'
+    the old form (Layer); 'A+B' -> the two as two requests in one graph. CONFIG may be a config.json path."""
+    from hexfuse.tools.realsize_deployed import DeployedLayer
+
     if "+" in text:
         first, second = (parse_layer(part) for part in text.split("+", 1))
         if isinstance(first, Requests) or isinstance(second, Requests):
             raise HexfuseError(f"realsize: two requests at most, got {text!r}")
         return Requests(first, second)
     parts = text.split(":")
-    if len(parts) < 3 or parts[0] not in CONFIGS or not parts[2].isdigit():
-        raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION][:attn][:gN][:xN] with CONFIG in "
-                           f"{sorted(CONFIGS)}, got {text!r}")
-    options: dict[str, object] = {}
+    if len(parts) < 3 or not parts[2].isdigit():
+        raise HexfuseError(f"realsize: expected CONFIG:MODE:SIZE[:PRECISION][:legacy][:pN][:attn][:gN][:xN] with CONFIG "
+                           f"in {sorted(CONFIGS)} or a config.json path, got {text!r}")
+    config = config_of(parts[0])
+    options: dict[str, object] = {"precision": "w8a8"}
+    legacy = False
     for token in parts[3:]:
         if token in PRECISIONS:
             options["precision"] = token
+        elif token == "legacy":
+            legacy = True
         elif token == "attn":
             options["attention_only"] = True
-        elif token[:1] in ("g", "x") and token[1:].isdigit():
-            options["head_groups" if token[0] == "g" else "layers"] = int(token[1:])
+        elif token[:1] in ("g", "x", "p") and token[1:].isdigit():
+            options[{"g": "head_groups", "x": "layers", "p": "past"}[token[0]]] = int(token[1:])
         else:
-            raise HexfuseError(f"realsize: unknown option {token!r} in {text!r} (a precision {PRECISIONS}, "
-                               f"'attn' for no MLP, 'gN' for N head groups, 'xN' for N layers)")
-    return Layer(CONFIGS[parts[0]], parts[1], int(parts[2]), **options)
+            raise HexfuseError(f"realsize: unknown option {token!r} in {text!r} (a precision {PRECISIONS}, 'legacy' "
+                               f"for the old form, 'pN' for N cached tokens at prefill, 'attn' for no MLP, 'gN' for "
+                               f"N head groups (legacy), 'xN' for N layers)")
+    if "head_groups" in options and not legacy:
+        raise HexfuseError(f"realsize: head groups split the legacy form only (add ':legacy'): {text!r}")
+    if "past" in options and legacy:
+        raise HexfuseError(f"realsize: the legacy form has no prefill cache ('pN'): {text!r}")
+    if legacy:
+        return Layer(config, parts[1], int(parts[2]), **options)
+    return DeployedLayer(config, parts[1], int(parts[2]), **options)
+
+
+def write_layer(config: Config, phase: str, size: int, precision: str = "w4a16", *, past: int = 0,
+                legacy: bool = False, cache: Path | None = None, **options) -> Path:
+    """One layer as an ONNX file (cached): ``phase`` prefill (``size`` new tokens, ``past`` cached ones) or
+    decode (one new token over ``size`` cached); the deployed form, or the old one with ``legacy``.
+    ``options``: attention_only, layers (and head_groups, legacy only)."""
+    from hexfuse.tools.realsize_deployed import DeployedLayer
+
+    if legacy:
+        if past:
+            raise HexfuseError("realsize: the legacy form has no prefill cache")
+        return build(Layer(config, phase, size, precision, **options), cache)
+    return build(DeployedLayer(config, phase, size, precision, past=past, **options), cache)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize", description=__doc__.split("\n\n")[0])
-    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION][:attn][:gN][:xN], e.g. llama-3.2-1b:prefill:128:w8a8; "
-                    "A+B for two requests in one graph")
+    ap.add_argument("layers", nargs="+", help="CONFIG:MODE:SIZE[:PRECISION][:legacy][:pN][:attn][:gN][:xN], e.g. "
+                    "llama-3.2-1b:prefill:128:w8a8 (deployed form; ':legacy' the old one); A+B for two requests in one graph")
     args = ap.parse_args(argv)
     try:
         for text in args.layers:

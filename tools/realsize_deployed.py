@@ -1,0 +1,389 @@
+"""Decoder layers in the form Qualcomm deploys LLMs on HTP (issue 43), for any Llama-family model of a Hugging Face
+``config.json``. The legacy form of tools/realsize.py (``Layer``) expands K and V across the query heads over the
+whole cache, transposes the whole K cache every token, takes float KV in and gives the whole cache back; none of
+that is in the graphs users run (quic/ai-hub-models ``_shared/llm``, ``llama3/model_adaptations.py``: attention
+per head, K cache stored transposed, the group's K/V shared by its query heads without a copy, 8-bit KV in, only the
+new token's K/V out). This form, for T new tokens over P cached ones (S = P + T, KV heads n, r = heads / n):
+
+    x ─┬─ RMSNorm ─┬─ Wq ─ [T, n, r, d] ─ RoPE ─ to [n, r*T, d] ───────────────┐
+       │           ├─ Wk ─ [T, n, d] ─ RoPE ─ to [n, d, T] ──────────── new_k (uint8 out)
+       │           │        past_k uint8 [n, d, P] ─ DQ ─ Concat ─ K^T [n, d, S] ─ MatMul ─ x 1/sqrt(d)
+       │           └─ Wv ─ [n, T, d] ──────────────────────────────── new_v (uint8 out)
+       │                    past_v uint8 [n, P, d] ─ DQ ─ Concat ─ V [n, S, d] ─┐  [n, r, T, S] + mask [T, S]
+       │                                                                         │   ─ Softmax
+       │                                                   [n, r*T, d] ─ MatMul ─┘
+       │                                                       └─ to [1, T, heads*d] ─ Wo ─┐
+       └───────────────────────────────────────────────────────────────────────────────── Add ─ r
+    r ─ RMSNorm ─ SwiGLU MLP ─ Add ─ y
+
+One batched MatMul per attention product, its batch the KV heads and its rows the group's query heads (grouped
+attention: every query head of a group reads its KV head where it lies; nothing is expanded or copied). The mask is
+an input (as deployed: the graph has one static context and masks what is not filled). At T = 1 every reshape
+around attention is a view; at T > 1 only the queries and the attention output are transposed (T x hidden each).
+Quantized as tools/realsize.py quantizes (w8a8 / w8a16 / w4a16); then the KV ports become 8-bit (``uint8`` graph
+inputs read by their DequantizeLinear, the new K/V given as the QuantizeLinear's ``uint8``), whatever the
+activations' width. The LM head (final norm + vocabulary projection) is ``LmHead``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from hexfuse.graph_passes.errors import HexfuseError
+
+SCHEMA = 1
+MODES = ("prefill", "decode")
+KV_PORTS = ("past_k", "past_v")  # inputs made uint8
+KV_OUTPUTS = ("new_k", "new_v")  # outputs made uint8
+MASK_VALUE = -100.0
+
+
+def _realsize():  # (realsize imports this module; the constants come from it at call time)
+    from hexfuse.tools import realsize
+
+    return realsize
+
+
+@dataclass(frozen=True)
+class DeployedLayer:
+    """``size``: the new tokens T at prefill, the cached tokens P at decode (T = 1). ``past``: the cached tokens
+    a prompt pass attends to as well (a deployed prompt processor of context C reads C - T of them, masked or not)."""
+
+    config: object  # realsize.Config
+    mode: str
+    size: int
+    precision: str = "w4a16"
+    past: int = 0
+    attention_only: bool = False
+    layers: int = 1
+
+    def __post_init__(self) -> None:
+        rs = _realsize()
+        if self.mode not in MODES:
+            raise HexfuseError(f"realsize: mode must be one of {MODES}, got {self.mode!r}")
+        if self.precision not in rs.PRECISIONS:
+            raise HexfuseError(f"realsize: precision must be one of {rs.PRECISIONS}, got {self.precision!r}")
+        if self.size < 1 or self.past < 0 or self.layers < 1:
+            raise HexfuseError(f"realsize: size and layers must be positive and past not negative, got size "
+                               f"{self.size}, past {self.past}, layers {self.layers}")
+        if self.mode == "decode" and self.past:
+            raise HexfuseError("realsize: a decode layer's cache is its size (past is for prefill)")
+        c = self.config
+        if c.heads % c.kv_heads:
+            raise HexfuseError(f"realsize: {c.name}: {c.heads} query heads are not a multiple of {c.kv_heads} KV heads")
+
+    @property
+    def tokens(self) -> int:
+        return self.size if self.mode == "prefill" else 1
+
+    @property
+    def cached(self) -> int:
+        """P: the tokens in the KV cache the layer reads."""
+        return self.past if self.mode == "prefill" else self.size
+
+    @property
+    def keys(self) -> int:
+        return self.cached + self.tokens
+
+    @property
+    def opset(self) -> int:
+        rs = _realsize()
+        return rs.OPSET_16BIT if self.precision in ("w8a16", "w4a16") else rs.OPSET
+
+    @property
+    def stem(self) -> str:
+        tail = (f"_p{self.past}" if self.past else "") + ("_attn" if self.attention_only else "") \
+            + (f"_x{self.layers}" if self.layers > 1 else "")
+        return f"{self.config.name}_{self.mode}{self.size}_{self.precision}{tail}_deployed"
+
+    @property
+    def key(self) -> str:
+        rs = _realsize()
+        fields = {"schema": SCHEMA, "form": "deployed", "config": asdict(self.config), "mode": self.mode,
+                  "size": self.size, "past": self.past, "precision": self.precision, "seed": rs.SEED,
+                  "calib": rs.CALIB_SAMPLES, "attention_only": self.attention_only, "layers": self.layers}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        c, T, P = self.config, self.tokens, self.cached
+        shapes: dict[str, tuple[int, ...]] = {"x": (1, T, c.hidden), "attention_mask": (T, self.keys)}
+        if P:
+            for i in range(self.layers):
+                sfx = _suffix(i)
+                shapes[f"past_k{sfx}"] = (c.kv_heads, c.head_dim, P)
+                shapes[f"past_v{sfx}"] = (c.kv_heads, P, c.head_dim)
+        return shapes
+
+    def feeds(self, seed: int) -> dict[str, np.ndarray]:
+        """Float inputs (calibration, CPU checks): a causal mask over the cache and the new tokens."""
+        rng = np.random.default_rng(seed)
+        out = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in self.inputs().items()}
+        out["attention_mask"] = causal_mask(self.tokens, self.cached)
+        return out
+
+    def float_model(self) -> onnx.ModelProto:
+        return deployed_model(self)
+
+    def finish(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        """After quantization: the KV ports as 8-bit tensors (module docstring)."""
+        if self.precision == "float":
+            return model
+        names_in = [n for n in self.inputs() if n.startswith(KV_PORTS)]
+        names_out = [o.name for o in model.graph.output if o.name.startswith(KV_OUTPUTS)]
+        return kv_to_uint8(model, names_in, names_out)
+
+
+@dataclass(frozen=True)
+class LmHead:
+    """The final RMSNorm and the vocabulary projection over T tokens (``vocab_slice`` > 1: that fraction of the
+    vocabulary, to prepare a large head in parts: each part is the same op on 1/vocab_slice of the columns)."""
+
+    config: object
+    size: int = 1
+    precision: str = "w4a16"
+    vocab_slice: int = 1
+
+    mode = "lm_head"
+    attention_only = False
+    layers = 1
+
+    @property
+    def tokens(self) -> int:
+        return self.size
+
+    @property
+    def opset(self) -> int:
+        rs = _realsize()
+        return rs.OPSET_16BIT if self.precision in ("w8a16", "w4a16") else rs.OPSET
+
+    @property
+    def columns(self) -> int:
+        return -(-self.config.vocab // self.vocab_slice)
+
+    @property
+    def stem(self) -> str:
+        tail = f"_v{self.vocab_slice}" if self.vocab_slice > 1 else ""
+        return f"{self.config.name}_lmhead{self.size}_{self.precision}{tail}"
+
+    @property
+    def key(self) -> str:
+        rs = _realsize()
+        fields = {"schema": SCHEMA, "form": "lm_head", "config": asdict(self.config), "size": self.size,
+                  "precision": self.precision, "slice": self.vocab_slice, "seed": rs.SEED}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        return {"x": (1, self.size, self.config.hidden)}
+
+    def feeds(self, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return {"x": rng.standard_normal((1, self.size, self.config.hidden)).astype(np.float32)}
+
+    def float_model(self) -> onnx.ModelProto:
+        rs = _realsize()
+        c = self.config
+        b = rs._Builder(np.random.default_rng(rs.SEED))
+        h = _rmsnorm(b, c, "x", "final_norm", self.opset)
+        logits = b.op("MatMul", [h, b.weight("lm_head", (c.hidden, self.columns), 1.0 / np.sqrt(c.hidden))], "logits")
+        f32 = TensorProto.FLOAT
+        graph = helper.make_graph(b.nodes, _graph_name(self.stem), [helper.make_tensor_value_info("x", f32, [1, self.size, c.hidden])],
+                                  [helper.make_tensor_value_info(logits, f32, [1, self.size, self.columns])], b.inits)
+        return _model(graph, self.opset)
+
+    def finish(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        return model
+
+
+def _suffix(i: int) -> str:
+    return f"_l{i}" if i else ""
+
+
+def _graph_name(stem: str) -> str:
+    return stem.replace(".", "_").replace("-", "_")
+
+
+def _model(graph: onnx.GraphProto, opset: int) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="hexfuse.realsize")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def causal_mask(tokens: int, cached: int) -> np.ndarray:
+    """[T, P + T]: every new token sees the cache and the new tokens up to itself."""
+    mask = np.zeros((tokens, cached + tokens), np.float32)
+    mask[:, cached:] = np.triu(np.full((tokens, tokens), MASK_VALUE, np.float32), k=1)
+    return mask
+
+
+def _rmsnorm(b, c, x: str, prefix: str, opset: int) -> str:
+    sq = b.op("Mul", [x, x], f"{prefix}_sq")
+    mean = (b.op("ReduceMean", [sq, b.ints(f"{prefix}_axes", [-1])], f"{prefix}_mean", keepdims=1) if opset >= 18
+            else b.op("ReduceMean", [sq], f"{prefix}_mean", axes=[-1], keepdims=1))
+    var = b.op("Add", [mean, b.const(f"{prefix}_eps", np.array(c.eps, np.float32))], f"{prefix}_var")
+    normed = b.op("Div", [x, b.op("Sqrt", [var], f"{prefix}_rms")], f"{prefix}_normed")
+    gamma = b.const(f"{prefix}_gamma", (1.0 + 0.02 * b.rng.standard_normal(c.hidden)).astype(np.float32))
+    return b.op("Mul", [normed, gamma], f"{prefix}_out")
+
+
+def deployed_model(layer: DeployedLayer) -> onnx.ModelProto:
+    rs = _realsize()
+    c, T, P = layer.config, layer.tokens, layer.cached
+    b = rs._Builder(np.random.default_rng(rs.SEED))
+    positions = np.arange(P, P + T)
+    cos, sin = rs._rope_tables(positions, c.head_dim, c.rope_theta)
+    x, outs = "x", []
+    for i in range(layer.layers):
+        x, k, v = _layer(b, layer, x, _suffix(i), cos, sin)
+        outs += [(k, (c.kv_heads, c.head_dim, T)), (v, (c.kv_heads, T, c.head_dim))]
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
+    outputs = [helper.make_tensor_value_info(x, f32, [1, T, c.hidden])] + [
+        helper.make_tensor_value_info(name, f32, list(shape)) for name, shape in outs]
+    return _model(helper.make_graph(b.nodes, _graph_name(layer.stem), inputs, outputs, b.inits), layer.opset)
+
+
+def _layer(b, layer: DeployedLayer, x: str, sfx: str, cos: np.ndarray, sin: np.ndarray) -> tuple[str, str, str]:
+    c, T, P = layer.config, layer.tokens, layer.cached
+    n, d = c.kv_heads, c.head_dim
+    r = c.heads // n
+    std = 1.0 / np.sqrt(c.hidden)
+    half = d // 2
+
+    def shape(name: str, value: str, dims) -> str:
+        return b.op("Reshape", [value, b.ints(f"{name}_shape", list(dims))], name)
+
+    def rope(v: str, prefix: str, table_shape: tuple[int, ...]) -> str:  # rotate-half over the last axis
+        cos_t = b.const(f"{prefix}_cos", cos.reshape(table_shape))
+        sin_t = b.const(f"{prefix}_sin", sin.reshape(table_shape))
+        x1 = b.op("Slice", [v, b.ints(f"{prefix}_s0", [0]), b.ints(f"{prefix}_e0", [half]), b.ints(f"{prefix}_a0", [-1])], f"{prefix}_x1")
+        x2 = b.op("Slice", [v, b.ints(f"{prefix}_s1", [half]), b.ints(f"{prefix}_e1", [d]), b.ints(f"{prefix}_a1", [-1])], f"{prefix}_x2")
+        rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=-1)
+        return b.op("Add", [b.op("Mul", [v, cos_t], f"{prefix}_mcos"), b.op("Mul", [rot, sin_t], f"{prefix}_msin")], f"{prefix}_out")
+
+    h = _rmsnorm(b, c, x, f"attn_norm{sfx}", layer.opset)
+    q = b.op("MatMul", [h, b.weight(f"wq{sfx}", (c.hidden, c.heads * d), std)], f"q_proj{sfx}")
+    q = rope(shape(f"q_heads{sfx}", q, (T, n, r, d)), f"q_rope{sfx}", (T, 1, 1, d))
+    if T > 1:
+        q = b.op("Transpose", [q], f"q_t{sfx}", perm=[1, 2, 0, 3])  # [n, r, T, d]
+    q = shape(f"q_rows{sfx}", q, (n, r * T, d))
+    k = b.op("MatMul", [h, b.weight(f"wk{sfx}", (c.hidden, n * d), std)], f"k_proj{sfx}")
+    k = rope(shape(f"k_heads{sfx}", k, (T, n, d)), f"k_rope{sfx}", (T, 1, d))
+    new_k = b.op("Transpose", [k], f"new_k{sfx}", perm=[1, 2, 0])  # [n, d, T]: stored transposed
+    v = b.op("MatMul", [h, b.weight(f"wv{sfx}", (c.hidden, n * d), std)], f"v_proj{sfx}")
+    v = shape(f"v_heads{sfx}", v, (T, n, d))
+    new_v = (b.op("Transpose", [v], f"new_v{sfx}", perm=[1, 0, 2]) if T > 1 else shape(f"new_v{sfx}", v, (n, T, d)))
+    kt, vv = new_k, new_v
+    if P:
+        kt = b.op("Concat", [f"past_k{sfx}", new_k], f"keys_t{sfx}", axis=2)
+        vv = b.op("Concat", [f"past_v{sfx}", new_v], f"values{sfx}", axis=1)
+    scale = b.const(f"inv_sqrt_d{sfx}", np.array(1 / np.sqrt(d), np.float32))
+    scores = b.op("Mul", [b.op("MatMul", [q, kt], f"qk{sfx}"), scale], f"scores{sfx}")  # [n, r*T, S]
+    scores = b.op("Add", [shape(f"scores_4d{sfx}", scores, (n, r, T, layer.keys)), "attention_mask"], f"masked{sfx}")
+    probs = shape(f"probs_rows{sfx}", b.op("Softmax", [scores], f"probs{sfx}", axis=-1), (n, r * T, layer.keys))
+    attn = b.op("MatMul", [probs, vv], f"pv{sfx}")  # [n, r*T, d]
+    if T > 1:
+        attn = b.op("Transpose", [shape(f"attn_4d{sfx}", attn, (n, r, T, d))], f"attn_t{sfx}", perm=[2, 0, 1, 3])
+    merged = shape(f"attn_merged{sfx}", attn, (1, T, c.heads * d))
+    o = b.op("MatMul", [merged, b.weight(f"wo{sfx}", (c.heads * d, c.hidden), std)], f"o_proj{sfx}")
+    r1 = b.op("Add", [x, o], f"resid1{sfx}")
+    if layer.attention_only:
+        return r1, new_k, new_v
+    h2 = _rmsnorm(b, c, r1, f"mlp_norm{sfx}", layer.opset)
+    gate = b.op("MatMul", [h2, b.weight(f"wg{sfx}", (c.hidden, c.mlp), std)], f"gate_proj{sfx}")
+    up = b.op("MatMul", [h2, b.weight(f"wu{sfx}", (c.hidden, c.mlp), std)], f"up_proj{sfx}")
+    act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate], f"gate_sig{sfx}")], f"silu{sfx}"), up], f"swiglu{sfx}")
+    down = b.op("MatMul", [act, b.weight(f"wd{sfx}", (c.mlp, c.hidden), 1.0 / np.sqrt(c.mlp))], f"down_proj{sfx}")
+    return b.op("Add", [r1, down], f"y{sfx}"), new_k, new_v
+
+
+# --- 8-bit KV ports -------------------------------------------------------------------------------
+def _uint8_encoding(scale: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The same real range in 8 bits (a uint16 encoding's range over 255 steps instead of 65535)."""
+    if zero.dtype == np.uint8:
+        return scale, zero
+    steps = float(np.iinfo(zero.dtype).max)
+    lo = -zero.astype(np.float64) * scale
+    hi = (steps - zero.astype(np.float64)) * scale
+    s8 = ((hi - lo) / 255.0).astype(np.float32)
+    z8 = np.clip(np.round(-lo / np.maximum(s8, 1e-30)), 0, 255).astype(np.uint8)
+    return s8, z8
+
+
+def kv_to_uint8(model: onnx.ModelProto, inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
+    """Graph inputs ``inputs`` become uint8 tensors read by their DequantizeLinear (the QuantizeLinear the
+    quantizer put after them goes); graph outputs ``outputs`` become the uint8 of the QuantizeLinear that fed
+    their DequantizeLinear (which goes). Encodings keep their real range in 8 bits."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    nodes = list(g.node)
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+        for name in node.output:
+            producer[name] = node
+    drop: set[int] = set()
+    made = 0
+
+    def to_uint8(nodes_using: list[onnx.NodeProto], scale_name: str, zero_name: str, tag: str) -> None:
+        nonlocal made
+        s8, z8 = _uint8_encoding(numpy_helper.to_array(inits[scale_name]), numpy_helper.to_array(inits[zero_name]))
+        s_name, z_name = f"{tag}_scale_u8", f"{tag}_zero_u8"
+        g.initializer.extend([numpy_helper.from_array(np.asarray(s8, np.float32), s_name),
+                              numpy_helper.from_array(np.asarray(z8, np.uint8), z_name)])
+        for node in nodes_using:
+            node.input[1], node.input[2] = s_name, z_name
+        made += 1
+
+    for name in inputs:
+        quants = [n for n in consumers.get(name, []) if n.op_type == "QuantizeLinear"]
+        if len(quants) != 1 or len(consumers[name]) != 1:
+            raise HexfuseError(f"realsize: input {name} is not read by exactly one QuantizeLinear")
+        q = quants[0]
+        deqs = consumers.get(q.output[0], [])
+        if not deqs or any(n.op_type != "DequantizeLinear" for n in deqs):
+            raise HexfuseError(f"realsize: the QuantizeLinear of {name} is read by other than DequantizeLinear")
+        to_uint8(deqs, q.input[1], q.input[2], name)
+        for node in deqs:
+            node.input[0] = name
+        drop.add(id(q))
+        vi = next(i for i in g.input if i.name == name)
+        vi.type.tensor_type.elem_type = TensorProto.UINT8
+    for name in outputs:
+        dq = producer.get(name)
+        q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
+        if q is None or q.op_type != "QuantizeLinear":
+            raise HexfuseError(f"realsize: output {name} is not QuantizeLinear -> DequantizeLinear")
+        readers = [n for n in consumers.get(q.output[0], []) if n is not dq]
+        inside = consumers.get(name, [])  # the graph's own readers of the output's DequantizeLinear
+        to_uint8([q, *readers, *([dq] if inside else [])], q.input[1], q.input[2], name)
+        if inside:  # the DequantizeLinear stays for them, under another name
+            dq.output[0] = f"{name}_dq"
+            for node in inside:
+                node.input[:] = [dq.output[0] if i == name else i for i in node.input]
+        else:
+            drop.add(id(dq))
+        for node in readers + ([dq] if inside else []):  # other readers of the code read it under its new name
+            node.input[:] = [name if i == q.output[0] else i for i in node.input]
+        q.output[0] = name
+        vo = next(o for o in g.output if o.name == name)
+        vo.type.tensor_type.elem_type = TensorProto.UINT8
+    kept = [n for n in nodes if id(n) not in drop]
+    del g.node[:]
+    g.node.extend(kept)
+    used = {name for n in kept for name in n.input}
+    unused = [t for t in g.initializer if t.name not in used]
+    for t in unused:  # the 16-bit encodings the ports no longer read
+        g.initializer.remove(t)
+    del g.value_info[:]  # stale types of renamed tensors; the loader infers them again
+    onnx.checker.check_model(model)
+    return model

@@ -3,23 +3,22 @@
 whole cache, transposes the whole K cache every token, takes float KV in and gives the whole cache back; none of
 that is in the graphs users run (quic/ai-hub-models ``_shared/llm``, ``llama3/model_adaptations.py``: attention
 per head, K cache stored transposed, the group's K/V shared by its query heads without a copy, 8-bit KV in, only the
-new token's K/V out). This form, for T new tokens over P cached ones (S = P + T, KV heads n, r = heads / n):
+new token's K/V out). This form, for T new tokens over P cached ones (S = P + T; KV head j serves query
+heads j*r .. j*r + r - 1, r = heads / kv_heads):
 
-    x ─┬─ RMSNorm ─┬─ Wq ─ [T, n, r, d] ─ RoPE ─ to [n, r*T, d] ───────────────┐
-       │           ├─ Wk ─ [T, n, d] ─ RoPE ─ to [n, d, T] ──────────── new_k (uint8 out)
-       │           │        past_k uint8 [n, d, P] ─ DQ ─ Concat ─ K^T [n, d, S] ─ MatMul ─ x 1/sqrt(d)
-       │           └─ Wv ─ [n, T, d] ──────────────────────────────── new_v (uint8 out)
-       │                    past_v uint8 [n, P, d] ─ DQ ─ Concat ─ V [n, S, d] ─┐  [n, r, T, S] + mask [T, S]
-       │                                                                         │   ─ Softmax
-       │                                                   [n, r*T, d] ─ MatMul ─┘
-       │                                                       └─ to [1, T, heads*d] ─ Wo ─┐
-       └───────────────────────────────────────────────────────────────────────────────── Add ─ r
+    x ─┬─ RMSNorm ─┬─ Wk_j ─ RoPE ─ Transpose ─ new_k_j [1, d, T] (uint8 out) ─┐
+       │           │                 past_k_j uint8 [1, d, P] ─ DQ ─ Concat ─ K^T_j [1, d, S]
+       │           ├─ Wv_j ─ new_v_j [1, T, d] (uint8 out) ─┐                   │
+       │           │         past_v_j uint8 [1, P, d] ─ DQ ─ Concat ─ V_j [1, S, d]
+       │           └─ Wq_i ─ RoPE ─ MatMul(K^T_j) ─ x 1/sqrt(d) ─ + mask [T, S] ─ Softmax ─ MatMul(V_j) ─┐
+       │                                                       per query head i, [1, T, d] ─ Concat ─ Wo ─┐
+       └────────────────────────────────────────────────────────────────────────────────────────────── Add ─ r
     r ─ RMSNorm ─ SwiGLU MLP ─ Add ─ y
 
-One batched MatMul per attention product, its batch the KV heads and its rows the group's query heads (grouped
-attention: every query head of a group reads its KV head where it lies; nothing is expanded or copied). The mask is
-an input (as deployed: the graph has one static context and masks what is not filled). At T = 1 every reshape
-around attention is a view; at T > 1 only the queries and the attention output are transposed (T x hidden each).
+Per head, as ai-hub-models' SHA: a head's scores at a 128-token prompt over a 4096 cache are 1 MB and stay in VTCM
+(batched over the KV groups they were 33 MB per layer for Llama-3.2-1B, and QNN's schedule moved ~500 MB of spills
+through DDR per layer). Nothing is expanded or copied across the query heads of a group; the K cache is never
+transposed; the mask is an input (as deployed: the graph has one static context and masks what is not filled).
 Quantized as tools/realsize.py quantizes (w8a8 / w8a16 / w4a16); then the KV ports become 8-bit (``uint8`` graph
 inputs read by their DequantizeLinear, the new K/V given as the QuantizeLinear's ``uint8``), whatever the
 activations' width. The LM head (final norm + vocabulary projection) is ``LmHead``.
@@ -38,7 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-SCHEMA = 1
+SCHEMA = 3  # 3: no Transpose on the way to new K; 2: attention split per head (1: batched over KV groups, whose prefill scores spilled to DDR)
 MODES = ("prefill", "decode")
 KV_PORTS = ("past_k", "past_v")  # inputs made uint8
 KV_OUTPUTS = ("new_k", "new_v")  # outputs made uint8
@@ -116,9 +115,9 @@ class DeployedLayer:
         shapes: dict[str, tuple[int, ...]] = {"x": (1, T, c.hidden), "attention_mask": (T, self.keys)}
         if P:
             for i in range(self.layers):
-                sfx = _suffix(i)
-                shapes[f"past_k{sfx}"] = (c.kv_heads, c.head_dim, P)
-                shapes[f"past_v{sfx}"] = (c.kv_heads, P, c.head_dim)
+                for j in range(c.kv_heads):  # one cache per KV head, as deployed
+                    shapes[f"past_k{_suffix(i)}_h{j}"] = (1, c.head_dim, P)
+                    shapes[f"past_v{_suffix(i)}_h{j}"] = (1, P, c.head_dim)
         return shapes
 
     def feeds(self, seed: int) -> dict[str, np.ndarray]:
@@ -241,57 +240,66 @@ def deployed_model(layer: DeployedLayer) -> onnx.ModelProto:
     cos, sin = rs._rope_tables(positions, c.head_dim, c.rope_theta)
     x, outs = "x", []
     for i in range(layer.layers):
-        x, k, v = _layer(b, layer, x, _suffix(i), cos, sin)
-        outs += [(k, (c.kv_heads, c.head_dim, T)), (v, (c.kv_heads, T, c.head_dim))]
+        x, ks, vs = _layer(b, layer, x, _suffix(i), cos, sin)
+        outs += [(k, (1, c.head_dim, T)) for k in ks] + [(v, (1, T, c.head_dim)) for v in vs]
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
     outputs = [helper.make_tensor_value_info(x, f32, [1, T, c.hidden])] + [
         helper.make_tensor_value_info(name, f32, list(shape)) for name, shape in outs]
-    return _model(helper.make_graph(b.nodes, _graph_name(layer.stem), inputs, outputs, b.inits), layer.opset)
+    used = {name for node in b.nodes for name in node.input}
+    inits = [t for t in b.inits if t.name in used]  # (a prompt pass reads K's weights transposed only)
+    return _model(helper.make_graph(b.nodes, _graph_name(layer.stem), inputs, outputs, inits), layer.opset)
 
 
-def _layer(b, layer: DeployedLayer, x: str, sfx: str, cos: np.ndarray, sin: np.ndarray) -> tuple[str, str, str]:
+def _layer(b, layer: DeployedLayer, x: str, sfx: str, cos: np.ndarray, sin: np.ndarray) -> tuple[list[str], list[str]]:
+    """One layer, attention split per head (module docstring): (its output, the new K per KV head, the new V)."""
     c, T, P = layer.config, layer.tokens, layer.cached
     n, d = c.kv_heads, c.head_dim
     r = c.heads // n
     std = 1.0 / np.sqrt(c.hidden)
     half = d // 2
+    cos_t, sin_t = b.const(f"rope_cos{sfx}", cos[None]), b.const(f"rope_sin{sfx}", sin[None])  # [1, T, d]
 
-    def shape(name: str, value: str, dims) -> str:
-        return b.op("Reshape", [value, b.ints(f"{name}_shape", list(dims))], name)
+    def columns(name: str, width: int, parts: int) -> list[str]:  # one [hidden, width*parts] draw, cut per head
+        w = (b.rng.standard_normal((c.hidden, width * parts)) * std).astype(np.float32)
+        return [b.const(f"{name}{sfx}_h{i}", np.ascontiguousarray(w[:, i * width:(i + 1) * width])) for i in range(parts)]
 
-    def rope(v: str, prefix: str, table_shape: tuple[int, ...]) -> str:  # rotate-half over the last axis
-        cos_t = b.const(f"{prefix}_cos", cos.reshape(table_shape))
-        sin_t = b.const(f"{prefix}_sin", sin.reshape(table_shape))
-        x1 = b.op("Slice", [v, b.ints(f"{prefix}_s0", [0]), b.ints(f"{prefix}_e0", [half]), b.ints(f"{prefix}_a0", [-1])], f"{prefix}_x1")
-        x2 = b.op("Slice", [v, b.ints(f"{prefix}_s1", [half]), b.ints(f"{prefix}_e1", [d]), b.ints(f"{prefix}_a1", [-1])], f"{prefix}_x2")
-        rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=-1)
-        return b.op("Add", [b.op("Mul", [v, cos_t], f"{prefix}_mcos"), b.op("Mul", [rot, sin_t], f"{prefix}_msin")], f"{prefix}_out")
+    def rope(v: str, prefix: str, axis: int = -1, out: str = "") -> str:  # rotate-half over ``axis`` of [1, T, d] (-2: [1, d, T])
+        c_t, s_t = (cos_t, sin_t) if axis == -1 else (cos_kt, sin_kt)
+        x1 = b.op("Slice", [v, b.ints(f"{prefix}_s0", [0]), b.ints(f"{prefix}_e0", [half]), b.ints(f"{prefix}_a0", [axis])], f"{prefix}_x1")
+        x2 = b.op("Slice", [v, b.ints(f"{prefix}_s1", [half]), b.ints(f"{prefix}_e1", [d]), b.ints(f"{prefix}_a1", [axis])], f"{prefix}_x2")
+        rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=axis)
+        return b.op("Add", [b.op("Mul", [v, c_t], f"{prefix}_mcos"), b.op("Mul", [rot, s_t], f"{prefix}_msin")],
+                    out or f"{prefix}_out")
 
     h = _rmsnorm(b, c, x, f"attn_norm{sfx}", layer.opset)
-    q = b.op("MatMul", [h, b.weight(f"wq{sfx}", (c.hidden, c.heads * d), std)], f"q_proj{sfx}")
-    q = rope(shape(f"q_heads{sfx}", q, (T, n, r, d)), f"q_rope{sfx}", (T, 1, 1, d))
-    if T > 1:
-        q = b.op("Transpose", [q], f"q_t{sfx}", perm=[1, 2, 0, 3])  # [n, r, T, d]
-    q = shape(f"q_rows{sfx}", q, (n, r * T, d))
-    k = b.op("MatMul", [h, b.weight(f"wk{sfx}", (c.hidden, n * d), std)], f"k_proj{sfx}")
-    k = rope(shape(f"k_heads{sfx}", k, (T, n, d)), f"k_rope{sfx}", (T, 1, d))
-    new_k = b.op("Transpose", [k], f"new_k{sfx}", perm=[1, 2, 0])  # [n, d, T]: stored transposed
-    v = b.op("MatMul", [h, b.weight(f"wv{sfx}", (c.hidden, n * d), std)], f"v_proj{sfx}")
-    v = shape(f"v_heads{sfx}", v, (T, n, d))
-    new_v = (b.op("Transpose", [v], f"new_v{sfx}", perm=[1, 0, 2]) if T > 1 else shape(f"new_v{sfx}", v, (n, T, d)))
-    kt, vv = new_k, new_v
-    if P:
-        kt = b.op("Concat", [f"past_k{sfx}", new_k], f"keys_t{sfx}", axis=2)
-        vv = b.op("Concat", [f"past_v{sfx}", new_v], f"values{sfx}", axis=1)
+    wq, wk, wv = columns("wq", d, c.heads), columns("wk", d, n), columns("wv", d, n)
     scale = b.const(f"inv_sqrt_d{sfx}", np.array(1 / np.sqrt(d), np.float32))
-    scores = b.op("Mul", [b.op("MatMul", [q, kt], f"qk{sfx}"), scale], f"scores{sfx}")  # [n, r*T, S]
-    scores = b.op("Add", [shape(f"scores_4d{sfx}", scores, (n, r, T, layer.keys)), "attention_mask"], f"masked{sfx}")
-    probs = shape(f"probs_rows{sfx}", b.op("Softmax", [scores], f"probs{sfx}", axis=-1), (n, r * T, layer.keys))
-    attn = b.op("MatMul", [probs, vv], f"pv{sfx}")  # [n, r*T, d]
-    if T > 1:
-        attn = b.op("Transpose", [shape(f"attn_4d{sfx}", attn, (n, r, T, d))], f"attn_t{sfx}", perm=[2, 0, 1, 3])
-    merged = shape(f"attn_merged{sfx}", attn, (1, T, c.heads * d))
+    if T > 1:  # K comes out transposed from the projection of h^T (one Transpose of h per layer, none per head:
+        # a Transpose on the way to a graph output is pushed past its Q/DQ to the output by ORT, onto the CPU)
+        h_t = b.op("Transpose", [h], f"attn_norm_t{sfx}", perm=[0, 2, 1])  # [1, hidden, T]
+        cos_kt, sin_kt = b.const(f"rope_cos_t{sfx}", cos.T[None]), b.const(f"rope_sin_t{sfx}", sin.T[None])
+        wk_t = [b.const(f"{w}_t", np.ascontiguousarray(numpy_helper.to_array(next(i for i in b.inits if i.name == w)).T))
+                for w in wk]
+    new_k, new_v, heads = [], [], []
+    for j in range(n):
+        tag = f"{sfx}_h{j}"
+        if T > 1:
+            new_k.append(rope(b.op("MatMul", [wk_t[j], h_t], f"k_proj{tag}"), f"k_rope{tag}", -2, f"new_k{tag}"))  # [1, d, T]
+        else:  # [1, 1, d] is [1, d, 1] as it lies: stored transposed without a move
+            k = rope(b.op("MatMul", [h, wk[j]], f"k_proj{tag}"), f"k_rope{tag}")
+            new_k.append(b.op("Reshape", [k, b.ints(f"new_k_shape{tag}", [1, d, 1])], f"new_k{tag}"))
+        new_v.append(b.op("MatMul", [h, wv[j]], f"new_v{tag}"))  # [1, T, d]
+        kt, vv = new_k[-1], new_v[-1]
+        if P:
+            kt = b.op("Concat", [f"past_k{tag}", kt], f"keys_t{tag}", axis=2)  # [1, d, S]
+            vv = b.op("Concat", [f"past_v{tag}", vv], f"values{tag}", axis=1)  # [1, S, d]
+        for i in range(j * r, (j + 1) * r):  # the group's query heads read its K/V where they lie
+            q = rope(b.op("MatMul", [h, wq[i]], f"q_proj{sfx}_q{i}"), f"q_rope{sfx}_q{i}")
+            scores = b.op("Mul", [b.op("MatMul", [q, kt], f"qk{sfx}_q{i}"), scale], f"scores{sfx}_q{i}")  # [1, T, S]
+            probs = b.op("Softmax", [b.op("Add", [scores, "attention_mask"], f"masked{sfx}_q{i}")], f"probs{sfx}_q{i}", axis=-1)
+            heads.append(b.op("MatMul", [probs, vv], f"pv{sfx}_q{i}"))  # [1, T, d]
+    merged = b.op("Concat", heads, f"attn_merged{sfx}", axis=-1)
     o = b.op("MatMul", [merged, b.weight(f"wo{sfx}", (c.heads * d, c.hidden), std)], f"o_proj{sfx}")
     r1 = b.op("Add", [x, o], f"resid1{sfx}")
     if layer.attention_only:
@@ -319,8 +327,8 @@ def _uint8_encoding(scale: np.ndarray, zero: np.ndarray) -> tuple[np.ndarray, np
 
 def kv_to_uint8(model: onnx.ModelProto, inputs: list[str], outputs: list[str]) -> onnx.ModelProto:
     """Graph inputs ``inputs`` become uint8 tensors read by their DequantizeLinear (the QuantizeLinear the
-    quantizer put after them goes); graph outputs ``outputs`` become the uint8 of the QuantizeLinear that fed
-    their DequantizeLinear (which goes). Encodings keep their real range in 8 bits."""
+    quantizer put after them goes); graph outputs ``outputs`` become a uint8 QuantizeLinear of what their
+    DequantizeLinear gave. Encodings keep their real range in 8 bits."""
     g = model.graph
     inits = {t.name: t for t in g.initializer}
     nodes = list(g.node)
@@ -358,23 +366,18 @@ def kv_to_uint8(model: onnx.ModelProto, inputs: list[str], outputs: list[str]) -
         drop.add(id(q))
         vi = next(i for i in g.input if i.name == name)
         vi.type.tensor_type.elem_type = TensorProto.UINT8
-    for name in outputs:
+    for name in outputs:  # ... -> DQ -> name  becomes  ... -> DQ -> Q(uint8) -> name: a requantize (QNN's Convert);
+        # re-typing the Q that the quantizer put after the producer changes that op's own output encoding (a
+        # Transpose with 16-bit in and 8-bit out), which the QNN EP leaves to the CPU
         dq = producer.get(name)
-        q = producer.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
-        if q is None or q.op_type != "QuantizeLinear":
-            raise HexfuseError(f"realsize: output {name} is not QuantizeLinear -> DequantizeLinear")
-        readers = [n for n in consumers.get(q.output[0], []) if n is not dq]
-        inside = consumers.get(name, [])  # the graph's own readers of the output's DequantizeLinear
-        to_uint8([q, *readers, *([dq] if inside else [])], q.input[1], q.input[2], name)
-        if inside:  # the DequantizeLinear stays for them, under another name
-            dq.output[0] = f"{name}_dq"
-            for node in inside:
-                node.input[:] = [dq.output[0] if i == name else i for i in node.input]
-        else:
-            drop.add(id(dq))
-        for node in readers + ([dq] if inside else []):  # other readers of the code read it under its new name
-            node.input[:] = [name if i == q.output[0] else i for i in node.input]
-        q.output[0] = name
+        if dq is None or dq.op_type != "DequantizeLinear":
+            raise HexfuseError(f"realsize: output {name} is not given by a DequantizeLinear")
+        dq.output[0] = f"{name}_dq"
+        for node in consumers.get(name, []):
+            node.input[:] = [dq.output[0] if i == name else i for i in node.input]
+        q8 = helper.make_node("QuantizeLinear", [dq.output[0], "", ""], [name], name=f"{name}_to_uint8")
+        nodes.append(q8)
+        to_uint8([q8], dq.input[1], dq.input[2], name)
         vo = next(o for o in g.output if o.name == name)
         vo.type.tensor_type.elem_type = TensorProto.UINT8
     kept = [n for n in nodes if id(n) not in drop]

@@ -58,8 +58,8 @@ def test_decode_concats_the_cache_and_quantized_tracks_float(cache):
 def test_cache_key_and_parse():
     a, b = Layer(TINY, "prefill", 16), Layer(TINY, "prefill", 32)
     assert a.key != b.key and a.key == Layer(TINY, "prefill", 16, "w8a8").key
-    assert parse_layer("llama-3.2-1b:decode:512:w8a16") == Layer(CONFIGS["llama-3.2-1b"], "decode", 512, "w8a16")
-    with pytest.raises(HexfuseError, match="CONFIG:MODE:SIZE"):
+    assert parse_layer("llama-3.2-1b:decode:512:w8a16:legacy") == Layer(CONFIGS["llama-3.2-1b"], "decode", 512, "w8a16")
+    with pytest.raises(HexfuseError, match="unknown config"):
         parse_layer("gpt5:prefill:1")
     with pytest.raises(HexfuseError, match="mode"):
         Layer(TINY, "train", 1)

@@ -31,11 +31,15 @@ def test_decode_equals_the_legacy_layer_with_the_cache_transposed(config):
     past_k = rng.standard_normal((1, config.kv_heads, 8, config.head_dim)).astype(np.float32)
     past_v = rng.standard_normal(past_k.shape).astype(np.float32)
     y_old, k_old, v_old = _run(legacy.float_model(), {"x": x, "past_k": past_k, "past_v": past_v})
-    y, new_k, new_v = _run(deployed.float_model(), {"x": x, "past_k": past_k[0].transpose(0, 2, 1), "past_v": past_v[0],
-                                                    "attention_mask": causal_mask(1, 8)})
+    feeds = {"x": x, "attention_mask": causal_mask(1, 8)}
+    for j in range(config.kv_heads):  # one cache per KV head, K stored transposed
+        feeds[f"past_k_h{j}"], feeds[f"past_v_h{j}"] = past_k[:, j].transpose(0, 2, 1), past_v[:, j]
+    y, *kv = _run(deployed.float_model(), feeds)
     np.testing.assert_allclose(y, y_old, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(new_k, k_old[0, :, -1:, :].transpose(0, 2, 1), rtol=1e-5, atol=1e-5)  # only the new K
-    np.testing.assert_allclose(new_v, v_old[0, :, -1:, :], rtol=1e-5, atol=1e-5)
+    n = config.kv_heads
+    for j in range(n):  # only the new token's K/V come out
+        np.testing.assert_allclose(kv[j], k_old[:, j, -1:, :].transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(kv[n + j], v_old[:, j, -1:, :], rtol=1e-5, atol=1e-5)
 
 
 def test_prefill_equals_the_legacy_layer_and_nothing_is_expanded():
@@ -46,10 +50,10 @@ def test_prefill_equals_the_legacy_layer_and_nothing_is_expanded():
     y = _run(model, {"x": x, "attention_mask": causal_mask(6, 0)})[0]
     np.testing.assert_allclose(y, y_old, rtol=1e-4, atol=1e-4)
     ops = [n.op_type for n in model.graph.node]
-    assert "Expand" not in ops and ops.count("MatMul") == 9  # 7 projections + QK^T + PV, one each
-    # only the queries, the new K/V and the attention output are transposed: never the cache
-    assert {n.output[0].split("_node")[0] for n in model.graph.node if n.op_type == "Transpose"} == {
-        "q_t", "new_k", "new_v", "attn_t"}
+    # per head: 4 q + 2 k + 2 v projections, QK^T and PV per query head, o, gate, up, down
+    assert "Expand" not in ops and ops.count("MatMul") == 4 + 2 + 2 + 2 * 4 + 4
+    # one Transpose, of the normed activation (K comes out of its projection transposed): never the cache
+    assert [n.output[0] for n in model.graph.node if n.op_type == "Transpose"] == ["attn_norm_t"]
 
 
 @pytest.mark.parametrize("precision", ["w8a8", "w4a16"])
@@ -58,15 +62,15 @@ def test_quantized_layer_takes_and_gives_8bit_kv(tmp_path, precision):
     path = build(layer, tmp_path)
     model = onnx.load(str(path))
     types = {v.name: v.type.tensor_type.elem_type for v in (*model.graph.input, *model.graph.output)}
-    assert types["past_k"] == types["past_v"] == types["new_k"] == types["new_v"] == onnx.TensorProto.UINT8
-    assert types["x"] == onnx.TensorProto.FLOAT
+    kv = [f"{kind}_h{j}" for kind in ("past_k", "past_v", "new_k", "new_v") for j in range(2)]
+    assert {types[name] for name in kv} == {onnx.TensorProto.UINT8} and types["x"] == onnx.TensorProto.FLOAT
     feeds = layer.feeds(0)
-    for name in ("past_k", "past_v"):
+    for name in kv[:4]:
         feeds[name] = np.random.default_rng(5).integers(0, 256, feeds[name].shape, dtype=np.uint8)
-    y, k, v = _run(path, feeds)
-    assert y.shape == (1, 4, TINY.hidden) and k.shape == (2, 64, 4) and v.shape == (2, 4, 64) and k.dtype == np.uint8
+    y, k0, k1, v0, v1 = _run(path, feeds)
+    assert y.shape == (1, 4, TINY.hidden) and k0.shape == (1, 64, 4) and v1.shape == (1, 4, 64) and k0.dtype == np.uint8
     # no QuantizeLinear is left on an input: the cache is read as stored
-    assert not any(n.op_type == "QuantizeLinear" and n.input[0] in ("past_k", "past_v") for n in model.graph.node)
+    assert not any(n.op_type == "QuantizeLinear" and n.input[0].startswith("past_") for n in model.graph.node)
 
 
 def test_hf_config_and_parse(tmp_path):

@@ -54,10 +54,10 @@ def test_attention_only_and_two_layers():
 
 
 def test_options_parse_and_keep_the_default_stems_and_keys():
-    layer = parse_layer("llama-3.2-1b:prefill:1024:attn:g4")
+    layer = parse_layer("llama-3.2-1b:prefill:1024:attn:g4:legacy")
     assert (layer.head_groups, layer.attention_only, layer.precision) == (4, True, "w8a8")
     assert layer.stem == "llama-3.2-1b_prefill1024_w8a8_attn_g4"
-    assert parse_layer("tiny:decode:8:x2:w8a16").stem == "tiny_decode8_w8a16_x2"
+    assert parse_layer("tiny:decode:8:x2:w8a16:legacy").stem == "tiny_decode8_w8a16_x2"
     assert parse_layer("tiny:decode:8:w4a16").opset == 21  # int4 weights need opset 21
     plain = Layer(TINY, "prefill", 16)
     assert plain.options == {} and plain.key != Layer(TINY, "prefill", 16, head_groups=2).key

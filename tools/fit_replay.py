@@ -149,5 +149,178 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
     print(f"fit_replay: wrote {path}", file=sys.stderr)
 
 
+
+
+# --- issue 43: the size-scaled per-op constant and the DDR floor, fitted on vision and LLM rows together -----------
+FLOOR_FRACTIONS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
+HALF_NS = (30.0, 100.0, 300.0, 1000.0, 3000.0)
+SUSTAINED = tuple(round(0.25 + 0.05 * i, 2) for i in range(16))  # 0.25 .. 1.0
+VISION_MODELS = ("googlenet", "resnet50", "densenet121")  # tools/anchors/light.py (float: see docs/anchors.md)
+
+
+@dataclass
+class JointRow:
+    kind: str  # vision | llm
+    model: str
+    label: str
+    target: str
+    published_ms: float
+    schedule: object
+    config: object = None
+    precision: str = "w4a16"
+    tokens: int = 1
+    kv: int = 0
+    floor_ms: float = 0.0  # LLM rows: bytes read once at peak DDR
+
+
+def joint_rows(targets: list[str], vision_maps: Path, log=print) -> list[JointRow]:
+    from hexfuse.graph_passes.cost.target import load_target
+    from hexfuse.graph_passes.engines.engine_map import load_engine_map
+    from hexfuse.tools import llm_predict
+
+    rows = []
+    for t in targets:
+        chipset = load_target(t).name
+        for r in published_rows(ROOT / "tools" / "anchors" / "published.csv", chipset):
+            path = vision_maps / f"{r.model}.{t}.json"
+            if r.model in VISION_MODELS and r.precision == "float" and path.is_file():
+                rows.append(JointRow("vision", r.model, f"{r.model} float", t, r.published_ms,
+                                     load_engine_map(path).schedule))
+    for r in llm_predict.published_rows():
+        if r["chipset"] not in targets:
+            continue
+        config = llm_predict.config_for(r["model"])
+        tokens, context = int(r["tokens"]), int(r["context"])
+        kv = context - tokens
+        try:
+            schedule = llm_predict.layer_schedule(config, r["phase"], tokens, kv, r["precision"], r["chipset"], log)
+        except Exception as exc:  # noqa: BLE001 (a layer the simulator cannot prepare is reported, not fatal)
+            log(f"{r['model']} {r['phase']} {r['chipset']}: no schedule ({exc})")
+            continue
+        floor = llm_predict.floor_bytes(config, r["precision"], tokens, kv) / load_target(r["chipset"]).ddr_gbps / 1e6
+        rows.append(JointRow("llm", r["model"], f"{r['model']} {r['phase']} {tokens} over {kv}", r["chipset"],
+                             float(r["milliseconds"]), schedule, config, r["precision"], tokens, kv, floor))
+    return rows
+
+
+def joint_predict(row: JointRow, target, lists_ns: float) -> float:
+    """ms: the replayed run lists (``lists_ns``, one layer for an LLM row) held to the DDR floor, and for an LLM
+    row times its layers plus LM head and embedding (tools/llm_predict.py)."""
+    from hexfuse.graph_passes.cost.replay import ddr_floor_ns
+    from hexfuse.tools import llm_predict
+
+    one = max(lists_ns, ddr_floor_ns(row.schedule, target))
+    if row.kind == "vision":
+        return one / 1e6
+    c = row.config
+    return (c.layers * one + llm_predict.lm_head_ns(c, row.precision, row.tokens, target)
+            + llm_predict.embedding_ns(c, row.tokens, target)) / 1e6
+
+
+def _lists_ns(row: JointRow, target) -> float:
+    from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
+
+    return replay(graph_of(row.schedule, op_costs(row.schedule, target)), target.hvx_contexts).lists_ns
+
+
+def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED):
+    """(f, h, {target: s}) with the least mean |log(predicted / published)| over ``rows``; f and h shared by the
+    targets (QNN's software), s per target (its memory); and per row its prediction at the fit and held out
+    (leave one model out: its rows on every target)."""
+    from hexfuse.graph_passes.cost.target import load_target
+
+    bases = {t: load_target(t) for t in {r.target for r in rows}}
+    points = [(1.0, grid_h[0])] + [(f, h) for f in grid_f if f < 1.0 for h in grid_h]
+    lists = {}
+    for f, h in points:
+        for i, r in enumerate(rows):
+            lists[(f, h, i)] = _lists_ns(r, bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h))
+
+    def pred(i: int, f: float, h: float, s: float) -> float:
+        r = rows[i]
+        t = bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, ddr_sustained_fraction=s)
+        return joint_predict(r, t, lists[(f, h, i)])
+
+    def best(keep: list[int]):
+        choice = None
+        for f, h in points:
+            total, ss = 0.0, {}
+            for t in bases:
+                mine = [i for i in keep if rows[i].target == t]
+                if not mine:
+                    ss[t] = 1.0
+                    continue
+                errs = {s: sum(_error(pred(i, f, h, s), rows[i].published_ms) for i in mine) for s in grid_s}
+                ss[t] = min(errs, key=errs.get)
+                total += errs[ss[t]]
+            if choice is None or total < choice[0]:
+                choice = (total, f, h, ss)
+        return choice[1:]
+
+    f, h, ss = best(list(range(len(rows))))
+    fitted = [pred(i, f, h, ss[r.target]) for i, r in enumerate(rows)]
+    held = [0.0] * len(rows)
+    for model in sorted({r.model for r in rows}):
+        hf, hh, hs = best([i for i, r in enumerate(rows) if r.model != model])
+        for i, r in enumerate(rows):
+            if r.model == model:
+                held[i] = pred(i, hf, hh, hs[r.target])
+    before = [joint_predict(r, bases[r.target], _lists_ns(r, bases[r.target])) for r in rows]
+    return (f, h, ss), before, fitted, held
+
+
+def render_joint(rows: list[JointRow], before, fitted, held) -> str:
+    lines = ["| row | target | published ms | DDR floor ms | before (target's constants) | fit | held out | "
+             "before / published | held out / published |", "|---|---|---|---|---|---|---|---|---|"]
+    for r, b, f, h in zip(rows, before, fitted, held):
+        floor = f"{r.floor_ms:.1f}" if r.kind == "llm" else "-"
+        lines.append(f"| {r.label} | {r.target} | {r.published_ms:.3f} | {floor} | {b:.3f} | {f:.3f} | {h:.3f} | "
+                     f"{b / r.published_ms:.2f} | {h / r.published_ms:.2f} |")
+    return "\n".join(lines)
+
+
+def write_joint(fit, rows: list[JointRow], summary: str) -> None:
+    from hexfuse.graph_passes.cost.target import load_target
+    from hexfuse.graph_passes.load.io import write_atomic
+
+    f, h, ss = fit
+    n_llm = sum(r.kind == "llm" for r in rows)
+    source = (f"fit: tools/anchors/llm_published.csv ({n_llm} rows) + tools/anchors/published.csv float rows of "
+              f"{', '.join(VISION_MODELS)} ({len(rows) - n_llm} rows, tools/anchors/light.py graphs), sm8650 + sm8750 "
+              f"together, grid least mean |log error|, held out (leave one model out): {summary} (tools/fit_replay.py --joint)")
+    for t, s in ss.items():
+        path = Path(load_target(t).path)
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw["qnn_op_floor_fraction"] = {"value": f, "source": source}
+        raw["qnn_op_half_ns"] = {"value": h, "source": source}
+        raw["ddr_sustained_fraction"] = {"value": s, "source": source}
+        write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())
+
+
+def main_joint(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tools/fit_replay.py --joint")
+    parser.add_argument("--joint", action="store_true")
+    parser.add_argument("--targets", nargs="+", default=["sm8650", "sm8750"])
+    parser.add_argument("--vision-maps", type=Path, default=Path.home() / ".cache" / "hexfuse" / "light_maps",
+                        help="engine maps <model>.<target>.json of tools/anchors/light.py's graphs")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    rows = joint_rows(args.targets, args.vision_maps, log=lambda text: print(text, file=sys.stderr, flush=True))
+    fit, before, fitted, held = fit_joint(rows)
+    print(render_joint(rows, before, fitted, held))
+
+    def summary(values, kind):
+        ratios = [v / r.published_ms for v, r in zip(values, rows) if r.kind == kind]
+        return f"{kind} median ratio {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
+
+    text = "; ".join(s for s in (summary(held, "llm"), summary(held, "vision")) if s)
+    print(f"\nfit: qnn_op_floor_fraction {fit[0]}, qnn_op_half_ns {fit[1]}, ddr_sustained_fraction {fit[2]}")
+    print(f"before: {summary(before, 'llm')}; {summary(before, 'vision')}")
+    print(f"held out: {text}")
+    if args.write:
+        write_joint(fit, rows, text)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_joint(sys.argv[1:]) if "--joint" in sys.argv[1:] else main())

@@ -7,10 +7,13 @@ and of the same graph with one group fused the way the HTP package expands it.
                                             its transfer
 
 Costs per QNN op (``OpCosts``): an HMX op by its MACs at the target's HMX rate, an HVX op by the bytes
-it moves at the HVX streaming rate plus ``qnn_hvx_op_ns``, a main-thread op ``qnn_op_ns`` (both fitted
-to published phone latencies by tools/fit_replay.py where the target says so), a DMA transfer by its
-DDR bytes at the DMA/DDR rate. Syncs and the run lists' unnamed entries cost nothing of
-their own: their effect is the waiting, which the graph carries.
+it moves at the HVX streaming rate, each plus a per-op constant (``qnn_hvx_op_ns`` on the HVX list,
+``qnn_op_ns`` on the main thread) scaled by the op's work (``op_constant``: a 10 ns slice is not charged
+what a vision convolution is), a DMA transfer by its DDR bytes at the DMA/DDR rate. Syncs and the run
+lists' unnamed entries cost nothing of their own: their effect is the waiting, which the graph carries.
+All ops share one DDR: no replay ends before the schedule's DDR bytes at the sustained bandwidth
+(``ddr_floor_ns``). The constants are fitted to published phone latencies, vision and LLM rows together
+(tools/fit_replay.py).
 
 The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held together by entry and
 exit ordering ops, as the simulator prepares it (DESIGN.md section 5):
@@ -45,12 +48,34 @@ from hexfuse.graph_passes.errors import HexfuseError
 
 @dataclass(frozen=True)
 class OpCosts:
-    """Per-op times (ns) of one schedule on one target; ``overhead`` is the part that is qnn_op_ns /
-    qnn_hvx_op_ns (per-op constants), ``transfer`` a DMA op's time on the DMA engine."""
+    """Per-op times (ns) of one schedule on one target; ``overhead`` is the part that is the per-op constant
+    (``op_constant``), ``transfer`` a DMA op's time on the DMA engine; ``ddr_floor`` the schedule's DDR bytes at
+    the bandwidth all its ops sustain together (no replay ends before it)."""
 
     run: tuple[float, ...]
     overhead: tuple[float, ...]
     transfer: tuple[float, ...]
+    ddr_floor: float = 0.0
+
+
+def op_constant(full_ns: float, work_ns: float, target: Target) -> float:
+    """The per-op cost beyond an op's work, scaled by the work (issue 43):
+
+        full x (f + (1 - f) x w / (w + h))       f = qnn_op_floor_fraction, h = qnn_op_half_ns
+
+    An op with no work costs the floor share f of the constant, one of h ns half way, a large op (a vision
+    convolution, 1-100 us) nearly the whole constant, which the vision fit set. f = 1: the flat constant."""
+    f, h = target.qnn_op_floor_fraction, target.qnn_op_half_ns
+    if f >= 1.0:
+        return full_ns
+    work = max(0.0, work_ns)
+    return full_ns * (f + (1.0 - f) * work / (work + h))
+
+
+def ddr_floor_ns(schedule: QnnSchedule, target: Target) -> float:
+    """Every DDR byte the schedule moves at ddr_gbps x ddr_sustained_fraction: DMA, HVX and main-thread ops
+    share one memory (a bound on the whole replay, not on any one op)."""
+    return sum(op.ddr_bytes for op in schedule.ops) / (target.ddr_gbps * target.ddr_sustained_fraction)
 
 
 def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
@@ -60,18 +85,20 @@ def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
         fixed = body = move = 0.0
         if op.resource == "hmx":
             rate = target.hmx_fp16_macs_per_cycle if "fp16" in op.kernel else target.hmx_int8_macs_per_cycle
-            fixed, body = target.qnn_op_ns, op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
+            body = op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
+            fixed = op_constant(target.qnn_op_ns, body, target)
         elif op.resource == "dma":
             move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns) if op.dma_start < 0 else 0.0
         elif op.lane == "vec":
-            fixed = target.qnn_hvx_op_ns
             body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            fixed = op_constant(target.qnn_hvx_op_ns, body, target)
         elif op.kernel and not op.is_sync:
-            fixed, body = target.qnn_op_ns, op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            fixed = op_constant(target.qnn_op_ns, body, target)
         run.append(fixed + body)
         overhead.append(fixed)
         transfer.append(move)
-    return OpCosts(tuple(run), tuple(overhead), tuple(transfer))
+    return OpCosts(tuple(run), tuple(overhead), tuple(transfer), ddr_floor_ns(schedule, target))
 
 
 @dataclass(frozen=True)
@@ -85,6 +112,7 @@ class Graph:
     main: tuple[int, ...]
     vec: tuple[int, ...]
     dma_start: tuple[int, ...]
+    ddr_floor: float = 0.0  # no replay of it ends before this (OpCosts.ddr_floor)
 
 
 def graph_of(schedule: QnnSchedule, costs: OpCosts, gating: bool = True) -> Graph:
@@ -96,16 +124,22 @@ def graph_of(schedule: QnnSchedule, costs: OpCosts, gating: bool = True) -> Grap
         gated = signals.get(op.gate, ()) if op.gate > 0 else ()
         preds.append(tuple(sorted({*op.after, *gated} - {i})))
     return Graph(tuple(op.lane for op in schedule.ops), costs.run, costs.transfer, tuple(preds),
-                 tuple(schedule.main), tuple(schedule.vec), tuple(op.dma_start for op in schedule.ops))
+                 tuple(schedule.main), tuple(schedule.vec), tuple(op.dma_start for op in schedule.ops), costs.ddr_floor)
 
 
 @dataclass(frozen=True)
 class Replay:
-    latency_ns: float
+    latency_ns: float  # the run lists' end, or the DDR floor where that is later
     main_busy_ns: float
     hvx_busy_ns: float
     starts: tuple[float, ...]
     ends: tuple[float, ...]
+    lists_ns: float = 0.0  # when the run lists end (the schedule alone)
+    ddr_floor_ns: float = 0.0
+
+    @property
+    def ddr_bound(self) -> bool:
+        return self.ddr_floor_ns > self.lists_ns
 
 
 def replay(graph: Graph, hvx_threads: int) -> Replay:
@@ -145,8 +179,9 @@ def replay(graph: Graph, hvx_threads: int) -> Replay:
         if not progressed:
             raise HexfuseError("replay: the run lists wait on each other (the schedule is not runnable)")
     busy = lambda lane: sum(graph.run[i] for i in lists[lane])  # noqa: E731
-    return Replay(max(max(end, default=0.0), max(transfer_end, default=0.0)), busy("main"), busy("vec"), tuple(start),
-                  tuple(end))
+    lists_end = max(max(end, default=0.0), max(transfer_end, default=0.0))
+    return Replay(max(lists_end, graph.ddr_floor), busy("main"), busy("vec"), tuple(start), tuple(end), lists_end,
+                  graph.ddr_floor)
 
 
 # --- the fused form -------------------------------------------------------------------------------
@@ -331,7 +366,7 @@ def fuse_group(schedule: QnnSchedule, costs: OpCosts, target: Target, group: Gro
     vec = [i for i in order if lanes[i] == "vec"]
     # indices stay those of the original ops; fused-away ones keep a slot no list runs and nobody waits on
     graph = Graph(tuple(lanes), tuple(run), tuple(transfer), tuple(tuple(sorted(p - removed)) for p in preds),
-                  tuple(main), tuple(vec), tuple(dma_start))
+                  tuple(main), tuple(vec), tuple(dma_start), base_graph.ddr_floor)
     parts = {"copies_out": (copies_out,), "entry": (entry,), "tasks": tuple(task_ops), "carrier_in": (carrier_in,),
              "matrix_out": (matrix_out,), "joins": tuple(joins), "outputs_in": tuple(outputs_in)}
     return FusedForm(graph, priced.task_ns, priced.added_ns, moved, parts)

@@ -54,7 +54,10 @@ class Target:
     hvx_launch_ns: float  # per op run on an HVX thread (QNN's own and hexfuse task ops): launch + wait at its gate
     op_hvx_contexts: int  # HVX contexts one HVX op runs on (a package task op; QNN's own unsliced ops)
     qnn_op_ns: float  # replay of QNN's schedule: each main-thread QNN op's own time (cost/replay.py)
-    qnn_hvx_op_ns: float  # replay: each HVX-list QNN op's launch and wait
+    qnn_hvx_op_ns: float  # replay: each HVX-list QNN op's launch and wait (an op of vision size: see below)
+    qnn_op_floor_fraction: float  # replay: an op with no work costs this share of qnn_op_ns / qnn_hvx_op_ns ...
+    qnn_op_half_ns: float  # ... and an op whose work is this many ns costs half way to the full constant
+    ddr_sustained_fraction: float  # replay: share of ddr_gbps all of a graph's ops sustain together (its DDR floor)
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -93,7 +96,7 @@ class Target:
 _NUMERIC = [f.name for f in fields(Target) if f.type in ("float", "int")]
 _INTEGER = {f.name for f in fields(Target) if f.type == "int"}
 _INTEGER_MAX = 1024  # threads and tile rows: the quota search enumerates splits of them (4 and 32 today)
-_FRACTIONS = {"ddr_npu_fraction"}
+_FRACTIONS = {"ddr_npu_fraction", "qnn_op_floor_fraction", "ddr_sustained_fraction"}
 # Figures added after target files were first written (a file without them still loads, with these).
 OPTIONAL = {
     "hvx_launch_ns": (300.0, "estimate (default): one launch/wait pair of the HTP scheduler per HVX op; "
@@ -104,6 +107,11 @@ OPTIONAL = {
                           "it to published latencies"),
     "qnn_hvx_op_ns": (300.0, "estimate (default): as hvx_launch_ns, per QNN op on the HVX list; tools/fit_replay.py "
                              "fits it"),
+    "qnn_op_floor_fraction": (1.0, "default: every QNN op costs the whole per-op constant whatever its size (the "
+                                   "replay before issue 43); tools/fit_replay.py fits it"),
+    "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/fit_replay.py fits it"),
+    "ddr_sustained_fraction": (1.0, "default: the replay is never faster than its DDR bytes at peak bandwidth; "
+                                    "tools/fit_replay.py fits the share sustained"),
 }
 
 

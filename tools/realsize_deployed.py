@@ -37,11 +37,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from hexfuse.graph_passes.errors import HexfuseError
 
-SCHEMA = 3  # 3: no Transpose on the way to new K; 2: attention split per head (1: batched over KV groups, whose prefill scores spilled to DDR)
+SCHEMA = 3  # (grouped attention adds 'grouped' to the key) 3: 3: no Transpose on the way to new K; 2: attention split per head (1: batched over KV groups, whose prefill scores spilled to DDR)
 MODES = ("prefill", "decode")
 KV_PORTS = ("past_k", "past_v")  # inputs made uint8
 KV_OUTPUTS = ("new_k", "new_v")  # outputs made uint8
 MASK_VALUE = -100.0
+ATTENTION = ("auto", "per_head", "grouped")
 
 
 def _realsize():  # (realsize imports this module; the constants come from it at call time)
@@ -62,9 +63,15 @@ class DeployedLayer:
     past: int = 0
     attention_only: bool = False
     layers: int = 1
+    attention: str = "auto"  # per_head | grouped (batched over the KV heads; one new token only) | auto: grouped at
+    # decode (12k -> 6k QNN ops for Llama-3.2-1B at KV 4095), per head at a prompt pass (its scores stay in VTCM)
 
     def __post_init__(self) -> None:
         rs = _realsize()
+        if self.attention not in ATTENTION:
+            raise HexfuseError(f"realsize: attention must be one of {ATTENTION}, got {self.attention!r}")
+        if self.attention == "grouped" and self.mode == "prefill" and self.size > 1:
+            raise HexfuseError("realsize: grouped attention takes one new token (decode); a prompt pass is per head")
         if self.mode not in MODES:
             raise HexfuseError(f"realsize: mode must be one of {MODES}, got {self.mode!r}")
         if self.precision not in rs.PRECISIONS:
@@ -92,6 +99,10 @@ class DeployedLayer:
         return self.cached + self.tokens
 
     @property
+    def grouped(self) -> bool:
+        return self.attention == "grouped" or (self.attention == "auto" and self.tokens == 1)
+
+    @property
     def opset(self) -> int:
         rs = _realsize()
         return rs.OPSET_16BIT if self.precision in ("w8a16", "w4a16") else rs.OPSET
@@ -99,7 +110,7 @@ class DeployedLayer:
     @property
     def stem(self) -> str:
         tail = (f"_p{self.past}" if self.past else "") + ("_attn" if self.attention_only else "") \
-            + (f"_x{self.layers}" if self.layers > 1 else "")
+            + (f"_x{self.layers}" if self.layers > 1 else "") + ("" if self.attention == "auto" else f"_{self.attention}")
         return f"{self.config.name}_{self.mode}{self.size}_{self.precision}{tail}_deployed"
 
     @property
@@ -108,12 +119,18 @@ class DeployedLayer:
         fields = {"schema": SCHEMA, "form": "deployed", "config": asdict(self.config), "mode": self.mode,
                   "size": self.size, "past": self.past, "precision": self.precision, "seed": rs.SEED,
                   "calib": rs.CALIB_SAMPLES, "attention_only": self.attention_only, "layers": self.layers}
+        if self.grouped:
+            fields["grouped"] = True
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
     def inputs(self) -> dict[str, tuple[int, ...]]:
         c, T, P = self.config, self.tokens, self.cached
         shapes: dict[str, tuple[int, ...]] = {"x": (1, T, c.hidden), "attention_mask": (T, self.keys)}
-        if P:
+        if P and self.grouped:  # one cache per layer, the KV heads its batch
+            for i in range(self.layers):
+                shapes[f"past_k{_suffix(i)}"] = (c.kv_heads, c.head_dim, P)
+                shapes[f"past_v{_suffix(i)}"] = (c.kv_heads, P, c.head_dim)
+        elif P:
             for i in range(self.layers):
                 for j in range(c.kv_heads):  # one cache per KV head, as deployed
                     shapes[f"past_k{_suffix(i)}_h{j}"] = (1, c.head_dim, P)
@@ -240,8 +257,12 @@ def deployed_model(layer: DeployedLayer) -> onnx.ModelProto:
     cos, sin = rs._rope_tables(positions, c.head_dim, c.rope_theta)
     x, outs = "x", []
     for i in range(layer.layers):
-        x, ks, vs = _layer(b, layer, x, _suffix(i), cos, sin)
-        outs += [(k, (1, c.head_dim, T)) for k in ks] + [(v, (1, T, c.head_dim)) for v in vs]
+        if layer.grouped:
+            x, k, v = _layer_grouped(b, layer, x, _suffix(i), cos, sin)
+            outs += [(k, (c.kv_heads, c.head_dim, 1)), (v, (c.kv_heads, 1, c.head_dim))]
+        else:
+            x, ks, vs = _layer(b, layer, x, _suffix(i), cos, sin)
+            outs += [(k, (1, c.head_dim, T)) for k in ks] + [(v, (1, T, c.head_dim)) for v in vs]
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info(n, f32, list(s)) for n, s in layer.inputs().items()]
     outputs = [helper.make_tensor_value_info(x, f32, [1, T, c.hidden])] + [
@@ -300,16 +321,62 @@ def _layer(b, layer: DeployedLayer, x: str, sfx: str, cos: np.ndarray, sin: np.n
             probs = b.op("Softmax", [b.op("Add", [scores, "attention_mask"], f"masked{sfx}_q{i}")], f"probs{sfx}_q{i}", axis=-1)
             heads.append(b.op("MatMul", [probs, vv], f"pv{sfx}_q{i}"))  # [1, T, d]
     merged = b.op("Concat", heads, f"attn_merged{sfx}", axis=-1)
-    o = b.op("MatMul", [merged, b.weight(f"wo{sfx}", (c.heads * d, c.hidden), std)], f"o_proj{sfx}")
+    return _mlp_part(b, layer, x, merged, sfx, std), new_k, new_v
+
+
+def _layer_grouped(b, layer: DeployedLayer, x: str, sfx: str, cos: np.ndarray, sin: np.ndarray) -> tuple[str, str, str]:
+    """One new token, attention batched over the KV heads (the batch) with a group's query heads as its rows:
+
+        q [n, r, d] x K^T [n, d, S] -> [n, r, S] (+ mask, Softmax) x V [n, S, d] -> [n, r, d]
+
+    At T = 1 every reshape here is a view: nothing is transposed, expanded or copied but the cache concat."""
+    c, P = layer.config, layer.cached
+    n, d = c.kv_heads, c.head_dim
+    r = c.heads // n
+    std = 1.0 / np.sqrt(c.hidden)
+    half = d // 2
+    cos_t, sin_t = b.const(f"rope_cos{sfx}", cos[None]), b.const(f"rope_sin{sfx}", sin[None])  # [1, 1, d]
+
+    def shape(name: str, value: str, dims) -> str:
+        return b.op("Reshape", [value, b.ints(f"{name}_shape", list(dims))], name)
+
+    def rope(v: str, prefix: str) -> str:
+        x1 = b.op("Slice", [v, b.ints(f"{prefix}_s0", [0]), b.ints(f"{prefix}_e0", [half]), b.ints(f"{prefix}_a0", [-1])], f"{prefix}_x1")
+        x2 = b.op("Slice", [v, b.ints(f"{prefix}_s1", [half]), b.ints(f"{prefix}_e1", [d]), b.ints(f"{prefix}_a1", [-1])], f"{prefix}_x2")
+        rot = b.op("Concat", [b.op("Neg", [x2], f"{prefix}_neg"), x1], f"{prefix}_rot", axis=-1)
+        return b.op("Add", [b.op("Mul", [v, cos_t], f"{prefix}_mcos"), b.op("Mul", [rot, sin_t], f"{prefix}_msin")], f"{prefix}_out")
+
+    h = _rmsnorm(b, c, x, f"attn_norm{sfx}", layer.opset)
+    q = rope(shape(f"q_rows{sfx}", b.op("MatMul", [h, b.weight(f"wq{sfx}", (c.hidden, c.heads * d), std)], f"q_proj{sfx}"),
+                   (n, r, d)), f"q_rope{sfx}")
+    k = rope(shape(f"k_heads{sfx}", b.op("MatMul", [h, b.weight(f"wk{sfx}", (c.hidden, n * d), std)], f"k_proj{sfx}"),
+                   (n, 1, d)), f"k_rope{sfx}")
+    new_k = shape(f"new_k{sfx}", k, (n, d, 1))  # [n, 1, d] is [n, d, 1] as it lies
+    new_v = shape(f"new_v{sfx}", b.op("MatMul", [h, b.weight(f"wv{sfx}", (c.hidden, n * d), std)], f"v_proj{sfx}"), (n, 1, d))
+    kt, vv = new_k, new_v
+    if P:
+        kt = b.op("Concat", [f"past_k{sfx}", new_k], f"keys_t{sfx}", axis=2)
+        vv = b.op("Concat", [f"past_v{sfx}", new_v], f"values{sfx}", axis=1)
+    scale = b.const(f"inv_sqrt_d{sfx}", np.array(1 / np.sqrt(d), np.float32))
+    scores = b.op("Mul", [b.op("MatMul", [q, kt], f"qk{sfx}"), scale], f"scores{sfx}")  # [n, r, S]
+    probs = b.op("Softmax", [b.op("Add", [scores, "attention_mask"], f"masked{sfx}")], f"probs{sfx}", axis=-1)
+    merged = shape(f"attn_merged{sfx}", b.op("MatMul", [probs, vv], f"pv{sfx}"), (1, 1, c.heads * d))
+    return _mlp_part(b, layer, x, merged, sfx, std), new_k, new_v
+
+
+def _mlp_part(b, layer: DeployedLayer, x: str, merged: str, sfx: str, std: float) -> str:
+    """o projection, residual, and (unless attention only) the SwiGLU MLP with its residual."""
+    c = layer.config
+    o = b.op("MatMul", [merged, b.weight(f"wo{sfx}", (c.heads * c.head_dim, c.hidden), std)], f"o_proj{sfx}")
     r1 = b.op("Add", [x, o], f"resid1{sfx}")
     if layer.attention_only:
-        return r1, new_k, new_v
+        return r1
     h2 = _rmsnorm(b, c, r1, f"mlp_norm{sfx}", layer.opset)
     gate = b.op("MatMul", [h2, b.weight(f"wg{sfx}", (c.hidden, c.mlp), std)], f"gate_proj{sfx}")
     up = b.op("MatMul", [h2, b.weight(f"wu{sfx}", (c.hidden, c.mlp), std)], f"up_proj{sfx}")
     act = b.op("Mul", [b.op("Mul", [gate, b.op("Sigmoid", [gate], f"gate_sig{sfx}")], f"silu{sfx}"), up], f"swiglu{sfx}")
     down = b.op("MatMul", [act, b.weight(f"wd{sfx}", (c.mlp, c.hidden), 1.0 / np.sqrt(c.mlp))], f"down_proj{sfx}")
-    return b.op("Add", [r1, down], f"y{sfx}"), new_k, new_v
+    return b.op("Add", [r1, down], f"y{sfx}")
 
 
 # --- 8-bit KV ports -------------------------------------------------------------------------------

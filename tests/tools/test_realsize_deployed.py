@@ -23,23 +23,32 @@ def _run(model, feeds):
     return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
+@pytest.mark.parametrize("attention", ["grouped", "per_head"])
 @pytest.mark.parametrize("config", [TINY, Config("mha", 128, 2, 2, 64, 256)])
-def test_decode_equals_the_legacy_layer_with_the_cache_transposed(config):
-    legacy, deployed = Layer(config, "decode", 8, "float"), DeployedLayer(config, "decode", 8, "float")
+def test_decode_equals_the_legacy_layer_with_the_cache_transposed(config, attention):
+    legacy = Layer(config, "decode", 8, "float")
+    deployed = DeployedLayer(config, "decode", 8, "float", attention=attention)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 1, config.hidden)).astype(np.float32)
     past_k = rng.standard_normal((1, config.kv_heads, 8, config.head_dim)).astype(np.float32)
     past_v = rng.standard_normal(past_k.shape).astype(np.float32)
     y_old, k_old, v_old = _run(legacy.float_model(), {"x": x, "past_k": past_k, "past_v": past_v})
     feeds = {"x": x, "attention_mask": causal_mask(1, 8)}
-    for j in range(config.kv_heads):  # one cache per KV head, K stored transposed
-        feeds[f"past_k_h{j}"], feeds[f"past_v_h{j}"] = past_k[:, j].transpose(0, 2, 1), past_v[:, j]
-    y, *kv = _run(deployed.float_model(), feeds)
-    np.testing.assert_allclose(y, y_old, rtol=1e-4, atol=1e-4)
     n = config.kv_heads
-    for j in range(n):  # only the new token's K/V come out
-        np.testing.assert_allclose(kv[j], k_old[:, j, -1:, :].transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(kv[n + j], v_old[:, j, -1:, :], rtol=1e-5, atol=1e-5)
+    if attention == "grouped":  # one cache, the KV heads its batch, K stored transposed
+        feeds["past_k"], feeds["past_v"] = past_k[0].transpose(0, 2, 1), past_v[0]
+    else:  # one cache per KV head
+        for j in range(n):
+            feeds[f"past_k_h{j}"], feeds[f"past_v_h{j}"] = past_k[:, j].transpose(0, 2, 1), past_v[:, j]
+    model = deployed.float_model()
+    y, *kv = _run(model, feeds)
+    np.testing.assert_allclose(y, y_old, rtol=1e-4, atol=1e-4)
+    new_k = np.concatenate(kv[:n]) if attention == "per_head" else kv[0]
+    new_v = np.concatenate(kv[n:]) if attention == "per_head" else kv[1]
+    # only the new token's K/V come out, K transposed
+    np.testing.assert_allclose(new_k, k_old[0, :, -1:, :].transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(new_v, v_old[0, :, -1:, :], rtol=1e-5, atol=1e-5)
+    assert not {"Expand", "Transpose"} & {node.op_type for node in model.graph.node}
 
 
 def test_prefill_equals_the_legacy_layer_and_nothing_is_expanded():
@@ -87,6 +96,9 @@ def test_hf_config_and_parse(tmp_path):
     layer = parse_layer(f"{path}:prefill:16:w4a16:p32")
     assert isinstance(layer, DeployedLayer) and layer.keys == 48 and layer.config == config
     assert isinstance(parse_layer("tiny:decode:8:legacy"), Layer)
+    assert parse_layer("tiny:decode:8").grouped and not parse_layer("tiny:prefill:8").grouped
+    with pytest.raises(HexfuseError, match="one new token"):
+        DeployedLayer(TINY, "prefill", 8, attention="grouped")
     with pytest.raises(HexfuseError, match="legacy"):
         parse_layer("tiny:decode:8:g2")
     assert parse_layer("tiny:decode:8").key != parse_layer("tiny:decode:9").key

@@ -152,8 +152,9 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
 
 
 # --- issue 43: the size-scaled per-op constant and the DDR floor, fitted on vision and LLM rows together -----------
-FLOOR_FRACTIONS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
-HALF_NS = (30.0, 100.0, 300.0, 1000.0, 3000.0)
+FLOOR_FRACTIONS = (1.0, 0.3, 0.1, 0.03, 0.01)
+HALF_NS = (100.0, 300.0, 1000.0, 3000.0)
+RATE_SCALES = (1.0, 1.5, 2.0, 3.0)
 SUSTAINED = tuple(round(0.25 + 0.05 * i, 2) for i in range(16))  # 0.25 .. 1.0
 VISION_MODELS = ("googlenet", "resnet50", "densenet121")  # tools/anchors/light.py (float: see docs/anchors.md)
 
@@ -173,7 +174,7 @@ class JointRow:
     floor_ms: float = 0.0  # LLM rows: bytes read once at peak DDR
 
 
-def joint_rows(targets: list[str], vision_maps: Path, log=print) -> list[JointRow]:
+def joint_rows(targets: list[str], vision_maps: Path, log=print, prepare: bool = True) -> list[JointRow]:
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.engines.engine_map import load_engine_map
     from hexfuse.tools import llm_predict
@@ -193,7 +194,7 @@ def joint_rows(targets: list[str], vision_maps: Path, log=print) -> list[JointRo
         tokens, context = int(r["tokens"]), int(r["context"])
         kv = context - tokens
         try:
-            schedule = llm_predict.layer_schedule(config, r["phase"], tokens, kv, r["precision"], r["chipset"], log)
+            schedule = llm_predict.layer_schedule(config, r["phase"], tokens, kv, r["precision"], r["chipset"], log, prepare)
         except Exception as exc:  # noqa: BLE001 (a layer the simulator cannot prepare is reported, not fatal)
             log(f"{r['model']} {r['phase']} {r['chipset']}: no schedule ({exc})")
             continue
@@ -223,50 +224,53 @@ def _lists_ns(row: JointRow, target) -> float:
     return replay(graph_of(row.schedule, op_costs(row.schedule, target)), target.hvx_contexts).lists_ns
 
 
-def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED):
-    """(f, h, {target: s}) with the least mean |log(predicted / published)| over ``rows``; f and h shared by the
-    targets (QNN's software), s per target (its memory); and per row its prediction at the fit and held out
-    (leave one model out: its rows on every target)."""
+def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED, grid_r=RATE_SCALES):
+    """(f, h, r, {target: s}) with the least mean |log(predicted / published)| over ``rows``: f, h (the per-op
+    constant's floor share and half-way work) and r (QNN's HVX streaming rate over the estimate) shared by the
+    targets (QNN's software), s (the sustained DDR share) per target; and per row its prediction at the fit and
+    held out (leave one model out: its rows on every target)."""
     from hexfuse.graph_passes.cost.target import load_target
 
     bases = {t: load_target(t) for t in {r.target for r in rows}}
-    points = [(1.0, grid_h[0])] + [(f, h) for f in grid_f if f < 1.0 for h in grid_h]
+    points = [(f, h, k) for k in grid_r for f, h in [(1.0, grid_h[0])] + [(f, h) for f in grid_f if f < 1.0 for h in grid_h]]
     lists = {}
-    for f, h in points:
+    for f, h, k in points:
         for i, r in enumerate(rows):
-            lists[(f, h, i)] = _lists_ns(r, bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h))
+            lists[(f, h, k, i)] = _lists_ns(r, bases[r.target].with_values(
+                qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k))
 
-    def pred(i: int, f: float, h: float, s: float) -> float:
+    def pred(i: int, f: float, h: float, k: float, s: float) -> float:
         r = rows[i]
-        t = bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, ddr_sustained_fraction=s)
-        return joint_predict(r, t, lists[(f, h, i)])
+        t = bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k,
+                                        ddr_sustained_fraction=s)
+        return joint_predict(r, t, lists[(f, h, k, i)])
 
     def best(keep: list[int]):
         choice = None
-        for f, h in points:
+        for f, h, k in points:
             total, ss = 0.0, {}
             for t in bases:
                 mine = [i for i in keep if rows[i].target == t]
                 if not mine:
                     ss[t] = 1.0
                     continue
-                errs = {s: sum(_error(pred(i, f, h, s), rows[i].published_ms) for i in mine) for s in grid_s}
+                errs = {s: sum(_error(pred(i, f, h, k, s), rows[i].published_ms) for i in mine) for s in grid_s}
                 ss[t] = min(errs, key=errs.get)
                 total += errs[ss[t]]
-            if choice is None or total < choice[0]:
-                choice = (total, f, h, ss)
+            if choice is None or total < choice[0] - 1e-12:
+                choice = (total, f, h, k, ss)
         return choice[1:]
 
-    f, h, ss = best(list(range(len(rows))))
-    fitted = [pred(i, f, h, ss[r.target]) for i, r in enumerate(rows)]
+    f, h, k, ss = best(list(range(len(rows))))
+    fitted = [pred(i, f, h, k, ss[r.target]) for i, r in enumerate(rows)]
     held = [0.0] * len(rows)
     for model in sorted({r.model for r in rows}):
-        hf, hh, hs = best([i for i, r in enumerate(rows) if r.model != model])
+        hf, hh, hk, hs = best([i for i, r in enumerate(rows) if r.model != model])
         for i, r in enumerate(rows):
             if r.model == model:
-                held[i] = pred(i, hf, hh, hs[r.target])
+                held[i] = pred(i, hf, hh, hk, hs[r.target])
     before = [joint_predict(r, bases[r.target], _lists_ns(r, bases[r.target])) for r in rows]
-    return (f, h, ss), before, fitted, held
+    return (f, h, k, ss), before, fitted, held
 
 
 def render_joint(rows: list[JointRow], before, fitted, held) -> str:
@@ -283,7 +287,7 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.load.io import write_atomic
 
-    f, h, ss = fit
+    f, h, k, ss = fit
     n_llm = sum(r.kind == "llm" for r in rows)
     source = (f"fit: tools/anchors/llm_published.csv ({n_llm} rows) + tools/anchors/published.csv float rows of "
               f"{', '.join(VISION_MODELS)} ({len(rows) - n_llm} rows, tools/anchors/light.py graphs), sm8650 + sm8750 "
@@ -293,6 +297,7 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
         raw = json.loads(path.read_text(encoding="utf-8"))
         raw["qnn_op_floor_fraction"] = {"value": f, "source": source}
         raw["qnn_op_half_ns"] = {"value": h, "source": source}
+        raw["qnn_hvx_rate_scale"] = {"value": k, "source": source}
         raw["ddr_sustained_fraction"] = {"value": s, "source": source}
         write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())
 
@@ -304,8 +309,10 @@ def main_joint(argv: list[str]) -> int:
     parser.add_argument("--vision-maps", type=Path, default=Path.home() / ".cache" / "hexfuse" / "light_maps",
                         help="engine maps <model>.<target>.json of tools/anchors/light.py's graphs")
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--cached-only", action="store_true", help="LLM rows whose layer schedule is cached only")
     args = parser.parse_args(argv)
-    rows = joint_rows(args.targets, args.vision_maps, log=lambda text: print(text, file=sys.stderr, flush=True))
+    rows = joint_rows(args.targets, args.vision_maps, log=lambda text: print(text, file=sys.stderr, flush=True),
+                      prepare=not args.cached_only)
     fit, before, fitted, held = fit_joint(rows)
     print(render_joint(rows, before, fitted, held))
 
@@ -314,7 +321,8 @@ def main_joint(argv: list[str]) -> int:
         return f"{kind} median ratio {statistics.median(ratios):.2f}, range {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
 
     text = "; ".join(s for s in (summary(held, "llm"), summary(held, "vision")) if s)
-    print(f"\nfit: qnn_op_floor_fraction {fit[0]}, qnn_op_half_ns {fit[1]}, ddr_sustained_fraction {fit[2]}")
+    print(f"\nfit: qnn_op_floor_fraction {fit[0]}, qnn_op_half_ns {fit[1]}, qnn_hvx_rate_scale {fit[2]}, "
+          f"ddr_sustained_fraction {fit[3]}")
     print(f"before: {summary(before, 'llm')}; {summary(before, 'vision')}")
     print(f"held out: {text}")
     if args.write:

@@ -92,18 +92,28 @@ def embedding_ns(config, tokens: int, target) -> float:
     return tokens * config.hidden * 2 / (target.ddr_gbps * target.ddr_sustained_fraction)
 
 
-def layer_schedule(config, phase: str, tokens: int, kv: int, precision: str, target_name: str, log=None):
-    """QNN's schedule of one deployed layer on ``target_name`` (built, prepared and cached when missing)."""
+def layer_schedule(config, phase: str, tokens: int, kv: int, precision: str, target_name: str, log=None,
+                   prepare: bool = True):
+    """QNN's schedule of one deployed layer on ``target_name`` (built, prepared and cached when missing; with
+    ``prepare`` False a missing layer or schedule is an error instead)."""
     from hexfuse.graph_passes.engines.engine_map import cache_path, find_engine_map
     from hexfuse.graph_passes.load.io import file_sha256
-    from hexfuse.tools.realsize import write_layer
+    from hexfuse.tools.realsize import build, cache_dir
+    from hexfuse.tools.realsize_deployed import DeployedLayer
 
     say = log or (lambda text: print(f"llm_predict: {text}", file=sys.stderr, flush=True))
     size, past = (kv, 0) if phase == "decode" else (tokens, kv)
-    say(f"{config.name}: {phase} layer ({precision}, {tokens} new over {kv} cached tokens): building (cached)")
-    path = write_layer(config, phase, size, precision, past=past)
+    layer = DeployedLayer(config, phase, size, precision, past=past)
+    path = cache_dir() / f"{layer.stem}.{layer.key}.onnx"
+    if not prepare and not path.is_file():
+        raise HexfuseError(f"{layer.stem}: not built (and not to be prepared here)")
+    if not path.is_file():
+        say(f"{config.name}: building the {phase} layer ({precision}, {tokens} new over {kv} cached tokens; cached)")
+    path = build(layer)
     sha = file_sha256(path)
     found = find_engine_map(path, sha, target_name, None).engine_map
+    if (found is None or found.schedule is None) and not prepare:
+        raise HexfuseError(f"{layer.stem}: no schedule on {target_name} (and not to be prepared here)")
     if found is None or found.schedule is None:
         from hexfuse.tools.qnn_engines import build_engine_map
 

@@ -81,19 +81,20 @@ def ddr_floor_ns(schedule: QnnSchedule, target: Target) -> float:
 def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
     run, overhead, transfer = [], [], []
     ghz = target.clock_ghz
+    per_byte = target.hvx_ns_per_byte / target.qnn_hvx_rate_scale  # QNN's own kernels (fitted)
     for op in schedule.ops:
         fixed = body = move = 0.0
         if op.resource == "hmx":
             rate = target.hmx_fp16_macs_per_cycle if "fp16" in op.kernel else target.hmx_int8_macs_per_cycle
-            body = op.macs / (rate * ghz) + op.vtcm_bytes * target.hvx_ns_per_byte / 4
+            body = op.macs / (rate * ghz) + op.vtcm_bytes * per_byte / 4
             fixed = op_constant(target.qnn_op_ns, body, target)
         elif op.resource == "dma":
             move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns) if op.dma_start < 0 else 0.0
         elif op.lane == "vec":
-            body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            body = op.vtcm_bytes * per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
             fixed = op_constant(target.qnn_hvx_op_ns, body, target)
         elif op.kernel and not op.is_sync:
-            body = op.vtcm_bytes * target.hvx_ns_per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
+            body = op.vtcm_bytes * per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
             fixed = op_constant(target.qnn_op_ns, body, target)
         run.append(fixed + body)
         overhead.append(fixed)

@@ -58,6 +58,7 @@ class Target:
     qnn_op_floor_fraction: float  # replay: an op with no work costs this share of qnn_op_ns / qnn_hvx_op_ns ...
     qnn_op_half_ns: float  # ... and an op whose work is this many ns costs half way to the full constant
     ddr_sustained_fraction: float  # replay: share of ddr_gbps all of a graph's ops sustain together (its DDR floor)
+    qnn_hvx_rate_scale: float  # replay: QNN's own kernels move bytes this many times hvx_bytes_per_cycle
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -110,6 +111,7 @@ OPTIONAL = {
     "qnn_op_floor_fraction": (1.0, "default: every QNN op costs the whole per-op constant whatever its size (the "
                                    "replay before issue 43); tools/fit_replay.py fits it"),
     "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/fit_replay.py fits it"),
+    "qnn_hvx_rate_scale": (1.0, "default: QNN's kernels stream at hvx_bytes_per_cycle; tools/fit_replay.py fits it"),
     "ddr_sustained_fraction": (1.0, "default: the replay is never faster than its DDR bytes at peak bandwidth; "
                                     "tools/fit_replay.py fits the share sustained"),
 }

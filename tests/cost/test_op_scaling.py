@@ -50,7 +50,7 @@ def test_no_replay_ends_before_its_ddr_bytes():
 
 
 def test_joint_fit_recovers_the_constants_rows_were_made_with():
-    truth = dict(qnn_op_floor_fraction=0.2, qnn_op_half_ns=300.0, ddr_sustained_fraction=0.5)
+    truth = dict(qnn_op_floor_fraction=0.2, qnn_op_half_ns=300.0, qnn_hvx_rate_scale=2.0, ddr_sustained_fraction=0.5)
     schedules = {"many-tiny": tiny_ops(600, 1536), "few-large": tiny_ops(8, 4_000_000),
                  "ddr": tiny_ops(50, 1536, ddr=80_000_000), "mixed": tiny_ops(200, 200_000, ddr=20_000_000)}
     rows = []
@@ -59,8 +59,8 @@ def test_joint_fit_recovers_the_constants_rows_were_made_with():
         for name, schedule in schedules.items():
             ms = replay(graph_of(schedule, op_costs(schedule, t)), t.hvx_contexts).latency_ns / 1e6
             rows.append(fit_replay.JointRow("vision", name, name, target, ms, schedule))
-    (f, h, ss), before, fitted, held = fit_replay.fit_joint(rows, grid_f=(1.0, 0.5, 0.2, 0.05), grid_h=(30.0, 300.0, 3000.0),
-                                                           grid_s=(0.3, 0.5, 0.8))
-    assert (f, h, ss) == (0.2, 300.0, {"sm8650": 0.5, "sm8750": 0.5})
+    (f, h, k, ss), before, fitted, held = fit_replay.fit_joint(
+        rows, grid_f=(1.0, 0.5, 0.2, 0.05), grid_h=(30.0, 300.0, 3000.0), grid_s=(0.3, 0.5, 0.8), grid_r=(1.0, 2.0))
+    assert (f, h, k, ss) == (0.2, 300.0, 2.0, {"sm8650": 0.5, "sm8750": 0.5})
     assert fitted == pytest.approx([r.published_ms for r in rows], rel=1e-6)
     assert any(abs(b / r.published_ms - 1) > 0.2 for b, r in zip(before, rows))  # the flat constant was off

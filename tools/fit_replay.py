@@ -225,7 +225,8 @@ def _lists_ns(row: JointRow, target) -> float:
 
 
 def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED, grid_r=RATE_SCALES):
-    """(f, h, r, {target: s}) with the least mean |log(predicted / published)| over ``rows``: f, h (the per-op
+    """(f, h, r, {target: s}) with the least mean |log(predicted / published)| over ``rows`` (vision and LLM rows
+    as two groups of equal weight): f, h (the per-op
     constant's floor share and half-way work) and r (QNN's HVX streaming rate over the estimate) shared by the
     targets (QNN's software), s (the sustained DDR share) per target; and per row its prediction at the fit and
     held out (leave one model out: its rows on every target)."""
@@ -246,6 +247,10 @@ def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid
         return joint_predict(r, t, lists[(f, h, k, i)])
 
     def best(keep: list[int]):
+        # vision and LLM rows weigh alike as two groups (the fit is not the LLM rows' because they are more)
+        kinds = {rows[i].kind for i in keep}
+        count = {kind: sum(rows[i].kind == kind for i in keep) for kind in kinds}
+        weight = {i: 1.0 / (len(kinds) * count[rows[i].kind]) for i in keep}
         choice = None
         for f, h, k in points:
             total, ss = 0.0, {}
@@ -254,7 +259,8 @@ def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid
                 if not mine:
                     ss[t] = 1.0
                     continue
-                errs = {s: sum(_error(pred(i, f, h, k, s), rows[i].published_ms) for i in mine) for s in grid_s}
+                errs = {s: sum(weight[i] * _error(pred(i, f, h, k, s), rows[i].published_ms) for i in mine)
+                        for s in grid_s}
                 ss[t] = min(errs, key=errs.get)
                 total += errs[ss[t]]
             if choice is None or total < choice[0] - 1e-12:

@@ -43,6 +43,7 @@ KV_PORTS = ("past_k", "past_v")  # inputs made uint8
 KV_OUTPUTS = ("new_k", "new_v")  # outputs made uint8
 MASK_VALUE = -100.0
 ATTENTION = ("auto", "per_head", "grouped")
+GROUPED_MAX_BYTES = 2 * 2**20  # a quarter of the 8 MB VTCM of v73-v79 phones (DESIGN.md section 7)
 
 
 def _realsize():  # (realsize imports this module; the constants come from it at call time)
@@ -64,7 +65,7 @@ class DeployedLayer:
     attention_only: bool = False
     layers: int = 1
     attention: str = "auto"  # per_head | grouped (batched over the KV heads; one new token only) | auto: grouped at
-    # decode (12k -> 6k QNN ops for Llama-3.2-1B at KV 4095), per head at a prompt pass (its scores stay in VTCM)
+    # decode while the cache fits (``grouped``; 12k -> 6k QNN ops for Llama-3.2-1B at KV 4095), else per head
 
     def __post_init__(self) -> None:
         rs = _realsize()
@@ -100,7 +101,13 @@ class DeployedLayer:
 
     @property
     def grouped(self) -> bool:
-        return self.attention == "grouped" or (self.attention == "auto" and self.tokens == 1)
+        """Grouped where asked, or at decode (auto) while one layer's 8-bit K cache fits a quarter of VTCM: batched
+        over the KV heads, the cache's concat with the new token is one tensor, which QNN spills through DDR once
+        it outgrows VTCM (Phi-3.5-mini, 32 KV heads at 4096 tokens: 12.6 MB, 210 MB of spills per layer); per
+        head it is 0.4 MB a head."""
+        c = self.config
+        fits = c.kv_heads * c.head_dim * self.keys <= GROUPED_MAX_BYTES
+        return self.attention == "grouped" or (self.attention == "auto" and self.tokens == 1 and fits)
 
     @property
     def opset(self) -> int:

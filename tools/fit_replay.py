@@ -152,9 +152,10 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
 
 
 # --- issue 43: the size-scaled per-op constant and the DDR floor, fitted on vision and LLM rows together -----------
-FLOOR_FRACTIONS = (1.0, 0.3, 0.1, 0.03, 0.01)
-HALF_NS = (100.0, 300.0, 1000.0, 3000.0)
-RATE_SCALES = (1.0, 1.5, 2.0, 3.0)
+FLOOR_FRACTIONS = (1.0, 0.1, 0.03, 0.01, 0.003)
+HALF_NS = (30.0, 100.0, 300.0)
+RATE_SCALES = (1.0, 2.0, 3.0, 4.0, 6.0)
+PASS_NS = (1.0, 2e6, 4e6, 6e6, 8e6, 10e6)  # llm_pass_ns (1 ns: none; a target file takes no 0)
 SUSTAINED = tuple(round(0.25 + 0.05 * i, 2) for i in range(16))  # 0.25 .. 1.0
 VISION_MODELS = ("googlenet", "resnet50", "densenet121")  # tools/anchors/light.py (float: see docs/anchors.md)
 
@@ -215,7 +216,7 @@ def joint_predict(row: JointRow, target, lists_ns: float) -> float:
         return one / 1e6
     c = row.config
     return (c.layers * one + llm_predict.lm_head_ns(c, row.precision, row.tokens, target)
-            + llm_predict.embedding_ns(c, row.tokens, target)) / 1e6
+            + llm_predict.embedding_ns(c, row.tokens, target) + target.llm_pass_ns) / 1e6
 
 
 def _lists_ns(row: JointRow, target) -> float:
@@ -224,11 +225,12 @@ def _lists_ns(row: JointRow, target) -> float:
     return replay(graph_of(row.schedule, op_costs(row.schedule, target)), target.hvx_contexts).lists_ns
 
 
-def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED, grid_r=RATE_SCALES):
+def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED, grid_r=RATE_SCALES,
+              grid_c=PASS_NS):
     """(f, h, r, {target: s}) with the least mean |log(predicted / published)| over ``rows`` (vision and LLM rows
     as two groups of equal weight): f, h (the per-op
     constant's floor share and half-way work) and r (QNN's HVX streaming rate over the estimate) shared by the
-    targets (QNN's software), s (the sustained DDR share) per target; and per row its prediction at the fit and
+    targets (QNN's software), s (the sustained DDR share) and c (llm_pass_ns) per target; and per row its prediction at the fit and
     held out (leave one model out: its rows on every target)."""
     from hexfuse.graph_passes.cost.target import load_target
 
@@ -240,10 +242,10 @@ def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid
             lists[(f, h, k, i)] = _lists_ns(r, bases[r.target].with_values(
                 qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k))
 
-    def pred(i: int, f: float, h: float, k: float, s: float) -> float:
+    def pred(i: int, f: float, h: float, k: float, sc: tuple[float, float]) -> float:
         r = rows[i]
         t = bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k,
-                                        ddr_sustained_fraction=s)
+                                        ddr_sustained_fraction=sc[0], llm_pass_ns=sc[1])
         return joint_predict(r, t, lists[(f, h, k, i)])
 
     def best(keep: list[int]):
@@ -257,10 +259,10 @@ def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid
             for t in bases:
                 mine = [i for i in keep if rows[i].target == t]
                 if not mine:
-                    ss[t] = 1.0
+                    ss[t] = (1.0, grid_c[0])
                     continue
-                errs = {s: sum(weight[i] * _error(pred(i, f, h, k, s), rows[i].published_ms) for i in mine)
-                        for s in grid_s}
+                errs = {sc: sum(weight[i] * _error(pred(i, f, h, k, sc), rows[i].published_ms) for i in mine)
+                        for sc in itertools.product(grid_s, grid_c if any(rows[i].kind == "llm" for i in mine) else grid_c[:1])}
                 ss[t] = min(errs, key=errs.get)
                 total += errs[ss[t]]
             if choice is None or total < choice[0] - 1e-12:
@@ -298,13 +300,14 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
     source = (f"fit: tools/anchors/llm_published.csv ({n_llm} rows) + tools/anchors/published.csv float rows of "
               f"{', '.join(VISION_MODELS)} ({len(rows) - n_llm} rows, tools/anchors/light.py graphs), sm8650 + sm8750 "
               f"together, grid least mean |log error|, held out (leave one model out): {summary} (tools/fit_replay.py --joint)")
-    for t, s in ss.items():
+    for t, (s, c) in ss.items():
         path = Path(load_target(t).path)
         raw = json.loads(path.read_text(encoding="utf-8"))
         raw["qnn_op_floor_fraction"] = {"value": f, "source": source}
         raw["qnn_op_half_ns"] = {"value": h, "source": source}
         raw["qnn_hvx_rate_scale"] = {"value": k, "source": source}
         raw["ddr_sustained_fraction"] = {"value": s, "source": source}
+        raw["llm_pass_ns"] = {"value": c, "source": source}
         write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())
 
 
@@ -328,7 +331,7 @@ def main_joint(argv: list[str]) -> int:
 
     text = "; ".join(s for s in (summary(held, "llm"), summary(held, "vision")) if s)
     print(f"\nfit: qnn_op_floor_fraction {fit[0]}, qnn_op_half_ns {fit[1]}, qnn_hvx_rate_scale {fit[2]}, "
-          f"ddr_sustained_fraction {fit[3]}")
+          f"(ddr_sustained_fraction, llm_pass_ns) {fit[3]}")
     print(f"before: {summary(before, 'llm')}; {summary(before, 'vision')}")
     print(f"held out: {text}")
     if args.write:

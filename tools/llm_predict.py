@@ -6,7 +6,7 @@ tools/anchors/llm_published.csv has one.
     python -m hexfuse.tools.llm_predict CONFIG.json --phase prefill --tokens 128 --kv 3968 --target sm8750 --json
     python -m hexfuse.tools.llm_predict --table [--targets sm8650 sm8750]     # every published row, markdown
 
-    predicted = layers x t2(one deployed layer, QNN's schedule replayed) + LM head + embedding rows
+    predicted = layers x t2(one deployed layer, QNN's schedule replayed) + LM head + embedding rows + pass constant
     floor     = bytes read once: every layer's weights + the 8-bit KV cache + LM head + embedding rows, at peak DDR
 
 One layer in the deployed form (tools/realsize_deployed.py) is built (cached), prepared on the QNN EP's HTP simulator
@@ -14,7 +14,9 @@ with optrace once (`hexfuse engines`: its schedule, cached by the model's hash; 
 the target's fitted constants (graph_passes/cost/replay.py). The LM head is priced as one HMX op, not prepared: its
 MACs at the HMX rate or its weights at the sustained DDR rate, whichever is longer, plus one per-op constant (a
 128256 x 2048-4096 projection is 0.5-1 GB of float weights to quantize, minutes and gigabytes per model here).
-Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head too.
+Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head too. The pass constant
+(the target's ``llm_pass_ns``, fitted by tools/fit_replay.py --joint) is the runtime's time per pass outside the
+layers: a guess at what it holds (Genie runs a model as 4-5 context binaries, samples on the CPU), not a measurement.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Prediction:
     layer_ms: float  # one layer's replayed t2
     lm_head_ms: float
     embedding_ms: float
+    pass_ms: float  # the target's llm_pass_ns: the runtime's own time per pass (fitted)
     predicted_ms: float
     floor_ms: float  # bytes read once at peak DDR bandwidth
     bound: str  # what bounds the layer in the replay: DDR | HVX | main thread (HMX) ...
@@ -156,11 +159,11 @@ def predict(config, phase: str, target, precision: str = "w4a16", tokens: int | 
     layer_ns = replayed.latency_ns
     head = lm_head_ns(config, precision, tokens, target)
     embed = embedding_ns(config, tokens, target)
-    total = config.layers * layer_ns + head + embed
+    total = config.layers * layer_ns + head + embed + target.llm_pass_ns
     floor = floor_bytes(config, precision, tokens, kv) / target.ddr_gbps
     published = published_row(config.name, phase, target.name, precision)
     return Prediction(config.name, phase, target.name, precision, tokens, kv, config.layers, layer_ns / 1e6, head / 1e6,
-                      embed / 1e6, total / 1e6, floor / 1e6, bound_of(replayed, schedule, costs),
+                      embed / 1e6, target.llm_pass_ns / 1e6, total / 1e6, floor / 1e6, bound_of(replayed, schedule, costs),
                       replayed.ddr_floor_ns / 1e6, *(published or (None, "")))
 
 

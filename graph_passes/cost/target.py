@@ -59,6 +59,7 @@ class Target:
     qnn_op_half_ns: float  # ... and an op whose work is this many ns costs half way to the full constant
     ddr_sustained_fraction: float  # replay: share of ddr_gbps all of a graph's ops sustain together (its DDR floor)
     qnn_hvx_rate_scale: float  # replay: QNN's own kernels move bytes this many times hvx_bytes_per_cycle
+    llm_pass_ns: float  # tools/llm_predict.py: each LLM pass's time outside its layers and LM head (runtime)
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -112,6 +113,7 @@ OPTIONAL = {
                                    "replay before issue 43); tools/fit_replay.py fits it"),
     "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/fit_replay.py fits it"),
     "qnn_hvx_rate_scale": (1.0, "default: QNN's kernels stream at hvx_bytes_per_cycle; tools/fit_replay.py fits it"),
+    "llm_pass_ns": (1.0, "default: nothing per LLM pass beyond its layers; tools/fit_replay.py --joint fits it"),
     "ddr_sustained_fraction": (1.0, "default: the replay is never faster than its DDR bytes at peak bandwidth; "
                                     "tools/fit_replay.py fits the share sustained"),
 }

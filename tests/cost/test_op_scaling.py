@@ -60,7 +60,8 @@ def test_joint_fit_recovers_the_constants_rows_were_made_with():
             ms = replay(graph_of(schedule, op_costs(schedule, t)), t.hvx_contexts).latency_ns / 1e6
             rows.append(fit_replay.JointRow("vision", name, name, target, ms, schedule))
     (f, h, k, ss), before, fitted, held = fit_replay.fit_joint(
-        rows, grid_f=(1.0, 0.5, 0.2, 0.05), grid_h=(30.0, 300.0, 3000.0), grid_s=(0.3, 0.5, 0.8), grid_r=(1.0, 2.0))
-    assert (f, h, k, ss) == (0.2, 300.0, 2.0, {"sm8650": 0.5, "sm8750": 0.5})
+        rows, grid_f=(1.0, 0.5, 0.2, 0.05), grid_h=(30.0, 300.0, 3000.0), grid_s=(0.3, 0.5, 0.8), grid_r=(1.0, 2.0),
+        grid_c=(1.0, 5e6))
+    assert (f, h, k, ss) == (0.2, 300.0, 2.0, {"sm8650": (0.5, 1.0), "sm8750": (0.5, 1.0)})
     assert fitted == pytest.approx([r.published_ms for r in rows], rel=1e-6)
     assert any(abs(b / r.published_ms - 1) > 0.2 for b, r in zip(before, rows))  # the flat constant was off

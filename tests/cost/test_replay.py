@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hexfuse.cli import main
-from hexfuse.graph_passes.cost.replay import (Group, OpCosts, Unholdable, fuse_group, fused_costs, graph_of, op_costs,
+from hexfuse.graph_passes.cost.replay import (Group, OpCosts, Unholdable, fuse_group, fused_costs, graph_of, op_constant, op_costs,
                                                replay)
 from hexfuse.graph_passes.engines.engine_map import engine_map_from_json, load_engine_map
 from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
@@ -24,7 +24,8 @@ from tests.cost.specs import estimated
 ROOT = Path(__file__).resolve().parents[2]
 MAPS = sorted((ROOT / "models" / "engines").glob("*.json"))
 # pinned figures (the pre-fit estimates), so that what these tests work out by hand does not move with a fit
-TARGET = estimated("sm8650").with_values(qnn_op_ns=1500.0, qnn_hvx_op_ns=300.0)
+TARGET = estimated("sm8650").with_values(qnn_op_ns=1500.0, qnn_hvx_op_ns=300.0, qnn_op_floor_fraction=1.0,
+                                         qnn_hvx_rate_scale=1.0)  # flat per-op constants (tests/cost/test_op_scaling.py)
 
 
 def op(lane: str, kernel: str, resource: str, node: str = "", gate: int = -1, done: int = -1, after=(), macs: int = 0,
@@ -102,11 +103,16 @@ def test_replay_shares_hvx_threads_in_list_order_and_waits_for_dma() -> None:
 def test_op_costs_price_hmx_by_macs_and_hvx_by_bytes() -> None:
     schedule = QnnSchedule((op("main", "ConvLayer_s1.opt", "hmx", macs=10**6), op("vec", "Softmax", "hvx", vtcm=4096),
                             op("main", "@Sync", "main"), op("main", "", "main")))
-    costs = op_costs(schedule, TARGET)
-    assert costs.run[0] == pytest.approx(TARGET.qnn_op_ns + 10**6 / (TARGET.hmx_int8_macs_per_cycle * TARGET.clock_ghz))
-    assert costs.run[1] == pytest.approx(TARGET.qnn_hvx_op_ns + 4096 * TARGET.hvx_ns_per_byte)
+    flat = TARGET.with_values(qnn_op_floor_fraction=1.0, qnn_hvx_rate_scale=1.0)  # the constants as first fitted
+    costs = op_costs(schedule, flat)
+    assert costs.run[0] == pytest.approx(flat.qnn_op_ns + 10**6 / (flat.hmx_int8_macs_per_cycle * flat.clock_ghz))
+    assert costs.run[1] == pytest.approx(flat.qnn_hvx_op_ns + 4096 * flat.hvx_ns_per_byte)
     assert costs.run[2] == 0.0 and costs.run[3] == 0.0  # waits and unnamed entries: the graph carries them
-    assert costs.overhead[:2] == (TARGET.qnn_op_ns, TARGET.qnn_hvx_op_ns)
+    assert costs.overhead[:2] == (flat.qnn_op_ns, flat.qnn_hvx_op_ns)
+    # as fitted (issue 43): QNN's HVX kernels stream qnn_hvx_rate_scale times the estimate, the constant scales
+    fitted = op_costs(schedule, TARGET)
+    work = 4096 * TARGET.hvx_ns_per_byte / TARGET.qnn_hvx_rate_scale
+    assert fitted.run[1] == pytest.approx(work + op_constant(TARGET.qnn_hvx_op_ns, work, TARGET))
 
 
 # --- the fused form -------------------------------------------------------------------------------
@@ -293,7 +299,8 @@ def test_committed_maps_hold_a_consistent_schedule(path: Path) -> None:
     assert all(reach[a] >> i & 1 for i, o in enumerate(schedule.ops) for a in o.after)
     named = {o.node for o in schedule.ops if o.node}
     assert named and named <= set(engine_map.nodes) | set(engine_map.absent)  # ops are attributed to nodes of the model
-    costs = op_costs(schedule, TARGET)
+    flat = TARGET.with_values(qnn_op_floor_fraction=1.0, qnn_hvx_rate_scale=1.0)  # as measured (before issue 43)
+    costs = op_costs(schedule, flat)
     gated = replay(graph_of(schedule, costs), TARGET.hvx_contexts).latency_ns
     data_only = replay(graph_of(schedule, costs, gating=False), TARGET.hvx_contexts).latency_ns
     assert 0 < data_only <= gated * 1.0001  # QNN's gates add waits, never remove them

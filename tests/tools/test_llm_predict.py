@@ -30,8 +30,8 @@ def test_floor_counts_weights_cache_head_and_rows():
 
 @pytest.mark.parametrize("sustained", [0.4, 1.0])
 def test_no_prediction_below_its_floor_and_the_published_row_is_found(sustained):
-    t = load_target("sm8750").with_values(qnn_op_floor_fraction=0.05, qnn_op_half_ns=100.0,
-                                          ddr_sustained_fraction=sustained)
+    t = load_target("sm8750").with_values(qnn_op_floor_fraction=0.05, qnn_op_half_ns=100.0, qnn_hvx_rate_scale=1.0,
+                                          ddr_sustained_fraction=sustained, llm_pass_ns=1.0)
     c = CONFIGS["llama-3.2-1b"]
     layer_bytes = int(llm_predict.floor_bytes(c, "w4a16", 1, 4095) / c.layers)  # a layer that only reads
     p = llm_predict.predict(c, "decode", t, "w4a16", kv=4095, schedule=schedule(layer_bytes))

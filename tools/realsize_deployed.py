@@ -65,7 +65,7 @@ class DeployedLayer:
     attention_only: bool = False
     layers: int = 1
     attention: str = "auto"  # per_head | grouped (batched over the KV heads; one new token only) | auto: grouped at
-    # decode while the cache fits (``grouped``; 12k -> 6k QNN ops for Llama-3.2-1B at KV 4095), else per head
+    # decode while the cache fits (``grouped``; 12k -> 5k QNN ops for Llama-3.2-1B at KV 4095), else per head
 
     def __post_init__(self) -> None:
         rs = _realsize()

@@ -11,6 +11,16 @@ figures a schedule cannot tell: ``qnn_op_ns`` (each main-thread op's own time) a
 (printed, never written). The grid point with the least mean
 |log(replayed / published)| is the fit; held-out errors come from leaving each model out in turn.
 Prints before (the target's figures) and after, and with ``--write`` stores the fit in the target file.
+
+    python tools/fit_replay.py --joint [--cached-only] [--vision-maps DIR] [--write]      # issue 43
+
+``--joint`` fits what the flat constants could not (docs/anchors.md section 10): the per-op constant's floor share
+and half-way work (``qnn_op_floor_fraction``, ``qnn_op_half_ns``) and QNN's HVX streaming rate
+(``qnn_hvx_rate_scale``), shared by sm8650 and sm8750, and per target the sustained DDR share
+(``ddr_sustained_fraction``) and a per-pass constant of the LLM runtime (``llm_pass_ns``), on the vision rows
+(float; tools/anchors/light.py's graphs, their maps in ``--vision-maps``) and the LLM rows of
+tools/anchors/llm_published.csv (tools/llm_predict.py: whole-model time from one deployed layer) together, held out
+by leaving each model out.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ the target's fitted constants (graph_passes/cost/replay.py). The LM head is pric
 MACs at the HMX rate or its weights at the sustained DDR rate, whichever is longer, plus one per-op constant (a
 128256 x 2048-4096 projection is 0.5-1 GB of float weights to quantize, minutes and gigabytes per model here).
 Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head too. The pass constant
-(the target's ``llm_pass_ns``, fitted by tools/fit_replay.py --joint) is the runtime's time per pass outside the
+(the target's ``llm_pass_ns``, fitted by tools/bench/fit_replay.py --joint) is the runtime's time per pass outside the
 layers: a guess at what it holds (Genie runs a model as 4-5 context binaries, samples on the CPU), not a measurement.
 """
 

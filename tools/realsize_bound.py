@@ -60,7 +60,7 @@ def render(rows: list[tuple[str, str, Bound]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import build_source, cached_schedule, engines_of, parse_source
+    from hexfuse.tools.bench.bench_realsize import build_source, cached_schedule, engines_of, parse_source
 
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.realsize_bound", description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", help="as bench_realsize takes them")

@@ -98,7 +98,7 @@ def measure(layer: Layer, target: str) -> tuple[float, list[GroupOverlap]]:
     """(t2 us, per-group overlap) from the cached engine map (``hexfuse engines`` or the bench makes it)."""
     from hexfuse.graph_passes.cost.schedule_verdict import ScheduleJudge
     from hexfuse.graph_passes.cost.target import load_target
-    from hexfuse.tools.bench_realsize import cached_schedule
+    from hexfuse.tools.bench.bench_realsize import cached_schedule
 
     schedule = cached_schedule(build(layer), layer.stem, target)
     judge = ScheduleJudge(schedule, load_target(target), 0.1)

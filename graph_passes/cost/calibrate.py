@@ -419,7 +419,7 @@ def synthesize_profile(model: str | Path, target: Target, runs: int = 3, engines
     return out.getvalue()
 
 
-# -- whole-model latencies: published tables (hexfuse calibrate --published, tools/bench_anchors.py) ----------
+# -- whole-model latencies: published tables (hexfuse calibrate --published, tools/bench/bench_anchors.py) ----------
 #
 #   predicted(model, target) = Σ tasks [ alone(task)                      engine time, simulate.py
 #                                      + dispatch_ns x QNN ops of task    one per compute node
@@ -793,5 +793,5 @@ def fit_published(table: str | Path, base: Target, chipset: str, models: str | P
     moved = ", ".join(f"{n} {LatencyModel.value(base, n):.3g}->{v:.3g}" for n, v in result.values().items()
                       if abs(v / LatencyModel.value(base, n) - 1) > 1e-3)
     note = (f"{len(fit_rows)} rows ({len(missing)} without a model file); median |error| {b[0]:.0%} -> {a[0]:.0%} "
-            f"(worst {b[1]:.0%} -> {a[1]:.0%}, in sample; tools/bench_anchors.py --fit reports held-out errors); {moved}")
+            f"(worst {b[1]:.0%} -> {a[1]:.0%}, in sample; tools/bench/bench_anchors.py --fit reports held-out errors); {moved}")
     return fitted, note

@@ -13,7 +13,7 @@ what a vision convolution is), a DMA transfer by its DDR bytes at the DMA/DDR ra
 lists' unnamed entries cost nothing of their own: their effect is the waiting, which the graph carries.
 All ops share one DDR: no replay ends before the schedule's DDR bytes at the sustained bandwidth
 (``ddr_floor_ns``). The constants are fitted to published phone latencies, vision and LLM rows together
-(tools/fit_replay.py).
+(tools/bench/fit_replay.py).
 
 The fused form (``fuse_group``) is what the expansion builds (docs/htp.md) held together by entry and
 exit ordering ops, as the simulator prepares it (DESIGN.md section 5):

@@ -105,17 +105,17 @@ OPTIONAL = {
                              "`hexfuse calibrate` fits it"),
     "op_hvx_contexts": (1, "estimate (default): an HVX op runs on the one HVX thread it is launched on (no threads "
                            "inside an op: ../shared/DESIGN.md section 5)"),
-    "qnn_op_ns": (1500.0, "estimate (default): as dispatch_ns, per QNN op on the main thread; tools/fit_replay.py fits "
+    "qnn_op_ns": (1500.0, "estimate (default): as dispatch_ns, per QNN op on the main thread; tools/bench/fit_replay.py fits "
                           "it to published latencies"),
-    "qnn_hvx_op_ns": (300.0, "estimate (default): as hvx_launch_ns, per QNN op on the HVX list; tools/fit_replay.py "
+    "qnn_hvx_op_ns": (300.0, "estimate (default): as hvx_launch_ns, per QNN op on the HVX list; tools/bench/fit_replay.py "
                              "fits it"),
     "qnn_op_floor_fraction": (1.0, "default: every QNN op costs the whole per-op constant whatever its size (the "
-                                   "replay before issue 43); tools/fit_replay.py fits it"),
-    "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/fit_replay.py fits it"),
-    "qnn_hvx_rate_scale": (1.0, "default: QNN's kernels stream at hvx_bytes_per_cycle; tools/fit_replay.py fits it"),
-    "llm_pass_ns": (1.0, "default: nothing per LLM pass beyond its layers; tools/fit_replay.py --joint fits it"),
+                                   "replay before issue 43); tools/bench/fit_replay.py fits it"),
+    "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/bench/fit_replay.py fits it"),
+    "qnn_hvx_rate_scale": (1.0, "default: QNN's kernels stream at hvx_bytes_per_cycle; tools/bench/fit_replay.py fits it"),
+    "llm_pass_ns": (1.0, "default: nothing per LLM pass beyond its layers; tools/bench/fit_replay.py --joint fits it"),
     "ddr_sustained_fraction": (1.0, "default: the replay is never faster than its DDR bytes at peak bandwidth; "
-                                    "tools/fit_replay.py fits the share sustained"),
+                                    "tools/bench/fit_replay.py fits the share sustained"),
 }
 
 

@@ -1,5 +1,5 @@
 """Issue 43: the replay's per-op constant scales with the op's work (a 10 ns slice is not charged what a vision
-convolution is), no replay ends before its DDR bytes at the sustained bandwidth, and tools/fit_replay.py's joint fit
+convolution is), no replay ends before its DDR bytes at the sustained bandwidth, and tools/bench/fit_replay.py's joint fit
 recovers the constants a set of rows was made with (synthetic schedules: fast, and each assertion can fail)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hexfuse.graph_passes.cost.replay import ddr_floor_ns, graph_of, op_constant, op_costs, replay
 from hexfuse.graph_passes.cost.target import load_target
 from hexfuse.graph_passes.engines.qnn_schedule import QnnSchedule, ScheduledOp
-from hexfuse.tools import fit_replay
+from hexfuse.tools.bench import fit_replay
 
 
 def op(lane, kernel, resource, after=(), macs=0, vtcm=0, ddr=0) -> ScheduledOp:

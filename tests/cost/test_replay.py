@@ -329,12 +329,12 @@ def test_on_the_bundled_lms_the_replay_fuses_nothing_and_says_why(capsys, name: 
 
 
 def test_the_figures_docs_schedule_quotes_are_what_the_tools_print(capsys) -> None:
-    """docs/schedule.md quotes tools/replay_table.py (section 4) and the schedules' counts (section 1):
+    """docs/schedule.md quotes tools/bench/replay_table.py (section 4) and the schedules' counts (section 1):
     a change that moves a figure fails here, so the page cannot drift."""
     import re
     import sys
 
-    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "tools" / "bench"))
     try:
         import replay_table
     finally:

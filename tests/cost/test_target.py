@@ -33,7 +33,7 @@ def test_bundled_targets_load_and_cite_every_number():
         entries += [(f"{table}.{key}", entry) for table in ("folds", "factors") for key, entry in raw.get(table, {}).items()]
         for key, entry in entries:
             source = entry["source"]
-            # a fitted number names the committed table it was fitted to (tools/bench_anchors.py --fit)
+            # a fitted number names the committed table it was fitted to (tools/bench/bench_anchors.py --fit)
             fitted = source.startswith("fit: ") and (ROOT / source.split()[1]).is_file()
             assert (fitted or source.startswith("estimate") or "http" in source or "DESIGN.md" in source
                     or _cites_map(source)), (name, key)

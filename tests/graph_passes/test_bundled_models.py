@@ -68,7 +68,7 @@ def test_catalog_has_qdq_models():
 
 
 def test_the_load_reports_the_cpu_of_onnx_checker_and_shape_inference():
-    """tools/bench_pass.py prints it beside the stages: the part of the load no pass code can shorten."""
+    """tools/bench/bench_pass.py prints it beside the stages: the part of the load no pass code can shorten."""
     result = _fuse(POSITIVES[0])
     assert 0 < result.analyzed.loaded.onnx_seconds <= result.analyzed.timings["load"]
 

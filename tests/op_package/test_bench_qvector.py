@@ -1,8 +1,8 @@
-"""tools/bench_qvector.py runs end to end on a small tensor (no timing is asserted: speed is the script's output)."""
+"""tools/bench/bench_qvector.py runs end to end on a small tensor (no timing is asserted: speed is the script's output)."""
 
 from __future__ import annotations
 
-from hexfuse.tools import bench_qvector
+from hexfuse.tools.bench import bench_qvector
 
 
 def test_bench_prints_one_row_per_kernel(capsys) -> None:

@@ -1,4 +1,4 @@
-"""tools/bench_pass.py's floor: the parts of the pass no pass code can shorten, measured on the whole model."""
+"""tools/bench/bench_pass.py's floor: the parts of the pass no pass code can shorten, measured on the whole model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import onnx
 
-from hexfuse.tools import bench_pass
+from hexfuse.tools.bench import bench_pass
 from hexfuse.tools.synthetic import stacked_lm
 
 

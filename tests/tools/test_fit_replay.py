@@ -1,4 +1,4 @@
-"""tools/fit_replay.py: the replay's per-op constants fitted to latencies, on the committed schedules.
+"""tools/bench/fit_replay.py: the replay's per-op constants fitted to latencies, on the committed schedules.
 
 The "published" latencies here are replays with known constants, so the fit must find them again, and
 the table, the summary and the written target must say what was fitted from what.
@@ -18,7 +18,7 @@ from hexfuse.graph_passes.cost.target import load_target
 from hexfuse.graph_passes.engines.engine_map import load_engine_map
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "bench"))
 import fit_replay  # noqa: E402
 
 sys.path.pop(0)

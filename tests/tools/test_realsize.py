@@ -1,4 +1,4 @@
-"""tools/realsize.py and tools/bench_realsize.py on one small layer with real per-head dimensions
+"""tools/realsize.py and tools/bench/bench_realsize.py on one small layer with real per-head dimensions
 (hidden 256, 4 heads, 2 KV heads, head_dim 64, MLP 512, prefill 16): built, run on ONNX Runtime (CPU),
 analyzed by the pass; where onnxruntime-qnn is installed, prepared on the HTP simulator and judged by
 the replay of QNN's schedule. The real sizes run in the benchmark, not here."""
@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.tools import bench_realsize
+from hexfuse.tools.bench import bench_realsize
 from hexfuse.tools.realsize import CONFIGS, Config, Layer, build, example_inputs, float_model, parse_layer
 
 TINY = CONFIGS["tiny"]

@@ -12,7 +12,8 @@ import onnxruntime as ort
 import pytest
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.tools import bench_realsize, realsize_heads
+from hexfuse.tools import realsize_heads
+from hexfuse.tools.bench import bench_realsize
 from hexfuse.tools.realsize import CONFIGS, Layer, build, example_inputs, parse_layer
 from hexfuse.tools.realsize_vision import Anchor, Detector, parse_vision
 

@@ -1,4 +1,4 @@
-"""Predicted vs published latency of the anchor models, before and after the fit (tools/bench_anchors.py).
+"""Predicted vs published latency of the anchor models, before and after the fit (tools/bench/bench_anchors.py).
 
     rows      published.csv, one per (model, chipset, precision) with an exported model in the cache
     before    the bundled target as it is (or as given)
@@ -143,7 +143,7 @@ def fit_source(chip: Chipset, table: str) -> str:
     how = " with QDQ ports priced quantized (opcost.Storage reads the port's wire encoding)"
     return (f"fit: {table} ({len(chip.rows)} rows, {models} models, {precisions}, {chip.rows[0].device}), "
             f"least squares on log(predicted/published) of the whole-model serial latency{how} "
-            f"(tools/bench_anchors.py --fit{capped}); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")
+            f"(tools/bench/bench_anchors.py --fit{capped}); held-out median |error| {median:.0%} ({fitting.LATENCY_FOLDS}-fold over models)")
 
 
 def write_target(chip: Chipset, path: Path, table: str) -> None:

@@ -1,6 +1,6 @@
 """Vision rows without torch: the Model Zoo topologies shipped in the ``onnx`` wheel (``light_*.onnx``, 224 px) with
 their ``ConstantOfShape`` weights made seeded random initializers (a splat constant is not what a phone reads),
-upgraded to opset 17, and a QDQ w8a8 copy made as tools/realsize.py quantizes. Used by tools/fit_replay.py
+upgraded to opset 17, and a QDQ w8a8 copy made as tools/realsize.py quantizes. Used by tools/bench/fit_replay.py
 (``--light``) where the torchvision exports of tools/anchors/zoo.py are not at hand.
 
     light_inception_v1 ~ googlenet, light_resnet50 ~ resnet50, light_densenet121 ~ densenet121

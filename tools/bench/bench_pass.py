@@ -1,7 +1,7 @@
 """Benchmark: what users run (``hexfuse fuse`` with and without verification) and the pass alone,
 beside ONNX Runtime session creation on the same model, CPU time and wall, in one run.
 
-    python tools/bench_pass.py [--layers 100 400 1600 3300] [--hidden 16] [--repeat 1] [--models A.onnx ...]
+    python tools/bench/bench_pass.py [--layers 100 400 1600 3300] [--hidden 16] [--repeat 1] [--models A.onnx ...]
 
 Per size (stacked LM layers from tools/synthetic.py, 31 nodes each, weights of a few KB) and per model
 file given (``--models``: e.g. real-size decoder layers from tools/realsize.py, whose weights are most
@@ -50,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("ORT basic", "ORT all", "pass", "floor", "fuse --no-verify", "fuse")
 
 

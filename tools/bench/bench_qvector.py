@@ -14,7 +14,7 @@ x86 timings of the reference paths: they show what the integer formulation saves
 unit. The HVX paths cannot be timed here: qemu-hexagon interprets every instruction, so its timings
 say nothing about a Hexagon core.
 
-    python tools/bench_qvector.py [--reps 9] [--elements 1048576]
+    python tools/bench/bench_qvector.py [--reps 9] [--elements 1048576]
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 """Per target, the groups the cost model finds on the bundled models: predicted serial vs fused time,
 and the candidates the margin rejected, by reason.
 
-    python tools/cost_table.py                       # every bundled target, light models + models/*.onnx
-    python tools/cost_table.py --summary              # one row per model and target
-    python tools/cost_table.py --target sm8650 --min-gain 0.15 models/gptj_block.onnx
-    python tools/cost_table.py --as-designed          # fused nodes priced as designed (--as-designed)
+    python tools/bench/cost_table.py                       # every bundled target, light models + models/*.onnx
+    python tools/bench/cost_table.py --summary              # one row per model and target
+    python tools/bench/cost_table.py --target sm8650 --min-gain 0.15 models/gptj_block.onnx
+    python tools/bench/cost_table.py --as-designed          # fused nodes priced as designed (--as-designed)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hexfuse.graph_passes.select.balance import Verdict
 from hexfuse import analyze_model
 from hexfuse.graph_passes.spec.model import FusedOp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = ("light_squeezenet", "light_inception_v1", "light_resnet50", "light_bvlc_alexnet")
 

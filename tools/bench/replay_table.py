@@ -1,6 +1,6 @@
 """Every group the estimated cost model would fuse, judged by the replay of QNN's own schedule.
 
-    python tools/replay_table.py [MODEL.onnx ...] [--target sm8650]
+    python tools/bench/replay_table.py [MODEL.onnx ...] [--target sm8650]
 
 For each model with an engine map that holds QNN's schedule (the bundled ones by default), the pass runs
 with the estimates deciding, the fused node priced as designed (every fusable group: --allow-scalar,
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ("googlenet", "googlenet_qdq", "gptj_block", "gptj_block_qdq", "llama_prefill_decode_qdq")
 
 

@@ -4,10 +4,10 @@
     # 1. export the models (torch + torchvision: the optional extra hexfuse[export], any environment)
     python tools/anchors/zoo.py --out ~/.cache/hexfuse/anchors
     # 2. compare (and fit) in the project environment
-    python tools/bench_anchors.py                          # predicted vs published, bundled targets
-    python tools/bench_anchors.py --fit                    # + k-fold held-out fit, before/after table
-    python tools/bench_anchors.py --fit --write            # + write the fitted constants into qnn_configs/targets
-    python tools/bench_anchors.py --export-python /work/venv-export/bin/python   # export missing models first
+    python tools/bench/bench_anchors.py                          # predicted vs published, bundled targets
+    python tools/bench/bench_anchors.py --fit                    # + k-fold held-out fit, before/after table
+    python tools/bench/bench_anchors.py --fit --write            # + write the fitted constants into qnn_configs/targets
+    python tools/bench/bench_anchors.py --export-python /work/venv-export/bin/python   # export missing models first
 
 The published figures are tools/anchors/published.csv (quic/ai-hub-models perf.yaml, see
 tools/anchors/published.py); the prediction is the whole-model serial latency of the original model
@@ -28,7 +28,7 @@ from hexfuse.tools.anchors import bench
 from hexfuse.tools.anchors.published import DEVICES, TABLE, read_table
 
 CACHE = Path.home() / ".cache" / "hexfuse" / "anchors"
-ZOO = Path(__file__).resolve().parent / "anchors" / "zoo.py"
+ZOO = Path(__file__).resolve().parents[1] / "anchors" / "zoo.py"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ VECTOR lane) it measures in one run, as medians of several repetitions:
 2-core host the two lanes get a core each; the residual is lane hand-off, wake-up latency and the two
 tasks sharing caches / memory bandwidth.
 
-    python tools/bench_executor.py [--reps 15] [--gemm 256]
+    python tools/bench/bench_executor.py [--reps 15] [--gemm 256]
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ ONNX Runtime's CPU EP is real hardware (this machine), not a model of a phone: i
 weights once pays where reading weights bounds the run. The replay is the cost model's word for the phone
 (see the issue on LLM fidelity for how far to trust its decode figures).
 
-    python -m hexfuse.tools.bench_combine llama-3.2-1b --prefill 128 --decodes 512            # float, CPU
-    python -m hexfuse.tools.bench_combine llama-3.2-1b --prefill 128 --decodes 512 512 --precision w8a8 \\
+    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 512            # float, CPU
+    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 512 512 --precision w8a8 \\
         --iters 0 --targets sm8650 sm8750 --json out.json                                   # replay only
 """
 
@@ -109,7 +109,7 @@ def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[f
     from hexfuse.graph_passes.combine.schedule import replayed
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.load.io import file_sha256
-    from hexfuse.tools.bench_realsize import prepare
+    from hexfuse.tools.bench.bench_realsize import prepare
 
     _, failure = prepare(path, target, timeout_s, log_dir)
     if failure:
@@ -200,7 +200,7 @@ def _f(value: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench_combine", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench.bench_combine", description=__doc__.split("\n\n")[0])
     ap.add_argument("config", help=f"one of {sorted(CONFIGS)}")
     ap.add_argument("--prefill", type=int, default=None, help="prompt tokens of the prefill request (none: decodes only)")
     ap.add_argument("--decodes", type=int, nargs="+", default=[], help="KV length of each decode request")

@@ -1,6 +1,6 @@
 """Long property run: fuse thousands of random DAG models and check each against the original.
 
-    python tools/fuzz_pass.py [--examples 5000]
+    python tools/bench/fuzz_pass.py [--examples 5000]
 
 CI runs the same property (tests/graph_passes/test_property.py) with a bounded example count; this
 script runs it with many more and prints hypothesis' statistics.
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> int:

@@ -1,9 +1,9 @@
 """Fit the replay's per-op constants to published phone latencies (issue 20 meets the schedule replay).
 
-    python tools/fit_replay.py --published tools/anchors/published.csv --models DIR [--target sm8650]
+    python tools/bench/fit_replay.py --published tools/anchors/published.csv --models DIR [--target sm8650]
 
 For each published row of the target's chipset (model, precision, milliseconds), the model exported at
-its published input shape (``DIR/<model>.onnx``, ``DIR/<model>_w8a8.onnx``: tools/bench_anchors.py writes
+its published input shape (``DIR/<model>.onnx``, ``DIR/<model>_w8a8.onnx``: tools/bench/bench_anchors.py writes
 them) is prepared on the QNN EP's HTP simulator with optrace once (its engine map, cached beside this
 run's output), and QNN's own schedule is replayed (graph_passes/cost/replay.py) over a grid of the
 figures a schedule cannot tell: ``qnn_op_ns`` (each main-thread op's own time) and ``qnn_hvx_op_ns``
@@ -12,7 +12,7 @@ figures a schedule cannot tell: ``qnn_op_ns`` (each main-thread op's own time) a
 |log(replayed / published)| is the fit; held-out errors come from leaving each model out in turn.
 Prints before (the target's figures) and after, and with ``--write`` stores the fit in the target file.
 
-    python tools/fit_replay.py --joint [--cached-only] [--vision-maps DIR] [--write]      # issue 43
+    python tools/bench/fit_replay.py --joint [--cached-only] [--vision-maps DIR] [--write]      # issue 43
 
 ``--joint`` fits what the flat constants could not (docs/anchors.md section 10): the per-op constant's floor share
 and half-way work (``qnn_op_floor_fraction``, ``qnn_op_half_ns``) and QNN's HVX streaming rate
@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QNN_OP_NS = (100, 200, 300, 500, 700, 1000, 1500, 2200, 3000)
 HVX_OP_NS = (50, 100, 200, 400, 700, 1000, 1500, 2200, 3000, 4500, 6000)
 HMX_SCALES = (1.0,)  # the target's HMX rates as they are (fitted with the serial model: docs/anchors.md)
@@ -152,7 +152,7 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
     where = table.resolve().relative_to(ROOT) if table.resolve().is_relative_to(ROOT) else table.name
     source = (f"fit: {where} ({rows} rows, {models} models, {target.name}): replay of QNN's own schedules (HTP "
               f"simulator, optrace), grid least |log error|, held out (leave one model out) {held_out} "
-              f"(tools/fit_replay.py)")
+              f"(tools/bench/fit_replay.py)")
     raw["qnn_op_ns"] = {"value": fitted[0], "source": source}
     raw["qnn_hvx_op_ns"] = {"value": fitted[1], "source": source}
     write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())
@@ -309,7 +309,7 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
     n_llm = sum(r.kind == "llm" for r in rows)
     source = (f"fit: tools/anchors/llm_published.csv ({n_llm} rows) + tools/anchors/published.csv float rows of "
               f"{', '.join(VISION_MODELS)} ({len(rows) - n_llm} rows, tools/anchors/light.py graphs), sm8650 + sm8750 "
-              f"together, grid least mean |log error|, held out (leave one model out): {summary} (tools/fit_replay.py --joint)")
+              f"together, grid least mean |log error|, held out (leave one model out): {summary} (tools/bench/fit_replay.py --joint)")
     for t, (s, c) in ss.items():
         path = Path(load_target(t).path)
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -322,7 +322,7 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
 
 
 def main_joint(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="tools/fit_replay.py --joint")
+    parser = argparse.ArgumentParser(prog="tools/bench/fit_replay.py --joint")
     parser.add_argument("--joint", action="store_true")
     parser.add_argument("--targets", nargs="+", default=["sm8650", "sm8750"])
     parser.add_argument("--vision-maps", type=Path, default=Path.home() / ".cache" / "hexfuse" / "light_maps",

@@ -11,11 +11,11 @@ candidate group (graph_passes/cost/schedule_verdict.py), one table row per model
 The ceiling of a model is what overlap could hide at most: the vector work of all candidates together
 (their QNN ops' time without dispatch/launch overheads), against the replayed latency of the original.
 
-    python -m hexfuse.tools.bench_realsize                                # the default list, sm8650
-    python -m hexfuse.tools.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
-    python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
-    python -m hexfuse.tools.bench_realsize llama-3.2-1b:prefill:1024:attn:g4 anchor:googlenet_w8a8 yolov8n:640
-    python -m hexfuse.tools.bench_realsize --render out.json other.json                      # tables again
+    python -m hexfuse.tools.bench.bench_realsize                                # the default list, sm8650
+    python -m hexfuse.tools.bench.bench_realsize llama-3.2-1b:decode:2048 --targets sm8650 sm8750 --json out.json
+    python -m hexfuse.tools.bench.bench_realsize llama-3.2-1b:prefill:128+llama-3.2-1b:decode:512   # two requests
+    python -m hexfuse.tools.bench.bench_realsize llama-3.2-1b:prefill:1024:attn:g4 anchor:googlenet_w8a8 yolov8n:640
+    python -m hexfuse.tools.bench.bench_realsize --render out.json other.json                      # tables again
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def from_json(rows: list[dict[str, Any]]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench_realsize", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench.bench_realsize", description=__doc__.split("\n\n")[0])
     ap.add_argument("layers", nargs="*", default=list(DEFAULT_LAYERS), help="CONFIG:MODE:SIZE[:PRECISION]")
     ap.add_argument("--targets", nargs="+", default=["sm8650"])
     ap.add_argument("--timeout", type=float, default=PREPARE_TIMEOUT_S, help="seconds per simulator prepare")

@@ -12,7 +12,7 @@ sessions interleaved (A B B A ..., so drift hits both alike) in one process and 
 
 Goal: every ratio within 2% (1.00 +- 0.02).
 
-    python tools/bench_ort_overhead.py [--iters 200] [--threads 1] [--models googlenet,light_resnet50]
+    python tools/bench/bench_ort_overhead.py [--iters 200] [--threads 1] [--models googlenet,light_resnet50]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from hexfuse.tools.ab.inputs import random_inputs
 from hexfuse.tools.ab.latency import paired_speedup
 from hexfuse.tools.ab.models import graph_inputs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
 LIGHT_POSITIVES = ("inception_v1", "inception_v2", "squeezenet", "shufflenet", "resnet50")
 GOAL = 0.02

@@ -50,3 +50,12 @@ def test_summary_leads_with_like_for_like_and_marks_the_mixed_headline():
     assert line.index("entry merge 1k->3 (same kernels): 1.200x") < line.index("overlap 3->4") < line.index("0.280x")
     assert "b2_original_best -> b4_fused_concurrent (different kernels: ONNX Runtime's vs hexfuse's" in line
     assert "3 rounds 1.180-1.220; significant" in line
+
+
+def test_without_baselines_3_and_4_the_line_says_so_before_the_mixed_headline():
+    headline = _speedup(0.285, "kernels differ: ONNX Runtime's vs hexfuse's portable host kernels")
+    rep = {"report_dir": "r", "headline": headline, "simulator": False, "speedups": {},
+           "baselines": [{"key": "b3_fused_serial", "available": False, "reason": "no ONNX Runtime C API headers"}]}
+    line = summary_line(rep)
+    assert line.index("baselines 3/4 not measured: no ONNX Runtime C API headers") < line.index("0.285x")
+    assert "(different kernels:" in line

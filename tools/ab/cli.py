@@ -100,13 +100,13 @@ def summary_line(rep: dict) -> str:
     for label, name in (merge, ("overlap 3->4", "overlap_gain_3_to_4")):
         if _gain(rep, name):
             msg += f"; {label}: {_gain(rep, name)}"
+    missing = next((b for b in rep["baselines"] if b["key"] == "b3_fused_serial" and not b["available"]), None)
+    if missing:  # said before any figure that compares different kernels, so that none leads the line
+        msg += f"; baselines 3/4 not measured: {missing['reason']}"
     h = rep.get("headline")
     if h:
         unlike = " (different kernels: " + h["note"].split(": ", 1)[-1] + ")" if h.get("note") else ""
         msg += f"; {h['reference']} -> {h['candidate']}{unlike}: {_figure(h)}"
-    missing = next((b for b in rep["baselines"] if b["key"] == "b3_fused_serial" and not b["available"]), None)
-    if missing:
-        msg += f"; baselines 3/4 not measured: {missing['reason']}"
     if rep["simulator"]:
         msg += " [x86 HTP simulator: timing functional only]"
     return msg

@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hexfuse.graph_passes.combine.plan import ENCODINGS_DIFFER
     from hexfuse.graph_passes.combine.report import to_json_text, to_markdown
     from hexfuse.graph_passes.combine.run import DEFAULT_TARGET, combine_requests
     from hexfuse.graph_passes.load.io import refuse_overwrite, write_files
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_overwrite([path for path, _ in files], protected_files(result.loaded))
     write_files(files)
     encodings = list(dict.fromkeys(reason for _, reason in sorted(result.plan.apart.items())
-                                   if reason.startswith("the requests quantize ")))
+                                   if reason.startswith(ENCODINGS_DIFFER)))
     if encodings:
         print(f"hexfuse: {len(encodings)} tensors are quantized differently by the requests, each ending a chain; "
               f"the first: {encodings[0]}", file=sys.stderr)

@@ -16,6 +16,7 @@ apart still correspond there, and the plan says which tensor's encodings differ 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from hexfuse.graph_passes.combine.rows import ELEMENTWISE
@@ -52,6 +53,7 @@ def find_counterparts(view: RequestView) -> Counterparts:
             if view.request_of[reader] != SHARED:
                 by_constant.setdefault((digest, slot), []).append(reader)
     keys = [node_key(view, i) for i in range(len(view.nodes))]
+    peers = functools.cache(lambda: _peer_groups(view, keys))  # built at the first tie, if one comes
     taken: set[int] = set()
     found.tensors.update(_corresponding_inputs(view))
     for index, node in enumerate(view.nodes):
@@ -79,7 +81,7 @@ def find_counterparts(view: RequestView) -> Counterparts:
             if not candidates and node.op_type in ROW_CONSTANT_OPS:
                 candidates = _by_activations(view, found, index, request, keys, taken)
             if len(candidates) > 1:
-                candidates = _tiebreak(view, index, request, candidates, keys)
+                candidates = _tiebreak(view, index, request, candidates, keys, peers())
             if len(candidates) != 1:
                 found.missing[index] = _why_none(view, found, index, request, keys) if not candidates else \
                     f"request {view.names[request]} has {len(candidates)} nodes it could correspond to"
@@ -152,14 +154,14 @@ def _grow_quantizers_back(view: RequestView, found: Counterparts, keys: list[tup
             pending.append(len(found.tuples) - 1)
 
 
-def _tiebreak(view: RequestView, index: int, request: int, candidates: set[int], keys: list[tuple]) -> set[int]:
+def _tiebreak(view: RequestView, index: int, request: int, candidates: set[int], keys: list[tuple],
+              groups: dict[tuple, list[int]]) -> set[int]:
     """One of several candidates (a weight applied twice in a request): the one of the same name within its
     request, else the one at the same rank among the nodes of the same op on the same constants."""
     named = {c for c in candidates if view.local_name(c) == view.local_name(index)}
     if len(named) == 1:
         return named
 
-    groups = _peer_groups(view, keys)
     signature = _signature(view, keys, index)
     mine, theirs = groups[(signature, 0)], groups.get((signature, request), [])
     if len(mine) == len(theirs) and theirs[mine.index(index)] in candidates:
@@ -172,14 +174,12 @@ def _signature(view: RequestView, keys: list[tuple], index: int) -> tuple:
 
 
 def _peer_groups(view: RequestView, keys: list[tuple]) -> dict[tuple, list[int]]:
-    """(op signature, request) -> its nodes in order; built once per view (the first tie asks for it)."""
-    if getattr(view, "_peers", None) is None:
-        groups: dict[tuple, list[int]] = {}
-        for i, request in enumerate(view.request_of):
-            if request != SHARED:
-                groups.setdefault((_signature(view, keys, i), request), []).append(i)
-        view._peers = groups
-    return view._peers
+    """(op signature, request) -> its nodes in order."""
+    groups: dict[tuple, list[int]] = {}
+    for i, request in enumerate(view.request_of):
+        if request != SHARED:
+            groups.setdefault((_signature(view, keys, i), request), []).append(i)
+    return groups
 
 
 def _by_activations(view: RequestView, found: Counterparts, index: int, request: int, keys: list[tuple],

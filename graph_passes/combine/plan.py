@@ -15,7 +15,6 @@ or not as a whole. Every node left per request carries a reason.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from hexfuse.graph_passes.combine.rows import Context, output_axes, preferred_ax
 from hexfuse.graph_passes.combine.view import SHARED, RequestView
 
 MAX_AXIS_TRIALS = 64  # row-axis choices tried for a tuple with several fresh entries
+ENCODINGS_DIFFER = "the requests quantize "  # how a reason about unequal encodings starts (the CLI counts them)
 
 
 @dataclass
@@ -49,10 +49,11 @@ class Plan:
     chains: list[Chain] = field(default_factory=list)
     apart: dict[int, str] = field(default_factory=dict)  # node left per request -> why
     constants: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)  # (tuple, slot) -> the requests' rows joined
+    entries: dict[str, tuple[str, ...]] = field(default_factory=dict)  # first request's entry tensor -> one per request
 
     def tensors(self, ref: str) -> tuple[str, ...]:
-        """Per request, the tensors a combined tensor stands for."""
-        return self.counterparts.tensors[ref]
+        """Per request, the tensors a combined tensor stands for (made in a chain, or an entry to one)."""
+        return self.counterparts.tensors.get(ref) or self.entries[ref]
 
     def rows(self, ref: str) -> tuple[int, ...]:
         axis = self.axis[ref]
@@ -64,7 +65,7 @@ def _opset(model: onnx.ModelProto) -> int:
 
 
 def _value_reader(view: RequestView):
-    initializers = {init.name: init for init in view.model.graph.initializer}
+    initializers = view.initializers
     constants = {node.output[0]: node for node in view.nodes if node.op_type == "Constant" and node.output}
     cache: dict[str, np.ndarray | None] = {}
 
@@ -103,7 +104,7 @@ def _encodings_differ(view: RequestView, members: tuple[int, ...], value) -> str
         if len({view.constant.get(t) for t in others}) > 1:
             quantized = first.output[0] if first.op_type == "QuantizeLinear" else first.input[0]
             encodings = " vs ".join(_encoding_text(view, view.nodes[m], value) for m in members)
-            return (f"the requests quantize {quantized!r} with different encodings (scale/zero point {encodings}); "
+            return (f"{ENCODINGS_DIFFER}{quantized!r} with different encodings (scale/zero point {encodings}); "
                     "calibrate them together, or pass --requantize")
     return None
 
@@ -286,7 +287,7 @@ class _Planner:
                         exits[per_request] = None
             for tensors in entries:
                 plan.axis.setdefault(tensors[0], self.entry_axis[tensors])
-                self.cp.tensors.setdefault(tensors[0], tensors)
+                plan.entries.setdefault(tensors[0], tensors)
             plan.chains.append(Chain(tuples, list(entries), list(exits), list(weights),
                                      sum(view.weight_bytes[w] for w in weights)))
 
@@ -330,7 +331,7 @@ def plan_combine(view: RequestView) -> Plan:
     counterparts = find_counterparts(view)
     forbidden: dict[int, str] = {}
     while True:
-        plan = _Planner(view, copy.deepcopy(counterparts)).run(forbidden)
+        plan = _Planner(view, counterparts).run(forbidden)  # (reads the counterparts, never changes them)
         cuts = {n: r for n, r in _unit_cuts(plan).items() if n not in forbidden}
         if not cuts:
             return plan

@@ -93,10 +93,9 @@ def combine_model(plan: Plan, chains: list[int]) -> onnx.ModelProto:
             sizes = plan.rows(tensors[0])
             split = names.fresh(PREFIX + tensors[0] + ".rows")
             initializers.append(numpy_helper.from_array(np.array(sizes, dtype=np.int64), split))
-            producer = view.nodes[view.producer[tensors[0]]]
-            encoding = tuple(producer.input[1:3]) if producer.op_type == "QuantizeLinear" else None
             extra.extend((view.producer[tensors[0]], node) for node in _requantized(
-                "Split", [new_name[tensors[0]], split], list(tensors), encoding, names, axis=plan.axis[tensors[0]]))
+                "Split", [new_name[tensors[0]], split], list(tensors), _exit_encoding(plan, tensors[0]), names,
+                axis=plan.axis[tensors[0]]))
     nodes: list[tuple[int, onnx.NodeProto]] = []
     for index, node in enumerate(view.nodes):
         if index in combined_of:
@@ -127,8 +126,14 @@ def boundary_ops(plan: Plan, index: int) -> int:
     for tensors in chain.entries:
         count += 1 + (len(tensors) + 1 if _entry_encoding(plan, chain.tuples, tensors[0]) else 0)
     for tensors in chain.exits:
-        count += 1 + (len(tensors) + 1 if view.nodes[view.producer[tensors[0]]].op_type == "QuantizeLinear" else 0)
+        count += 1 + (len(tensors) + 1 if _exit_encoding(plan, tensors[0]) else 0)
     return count
+
+
+def _exit_encoding(plan: Plan, tensor: str) -> tuple[str, ...] | None:
+    """The (scale, zero point) of the QuantizeLinear giving an exit, where one gives it; else None."""
+    producer = plan.view.nodes[plan.view.producer[tensor]]
+    return tuple(producer.input[1:3]) if producer.op_type == "QuantizeLinear" else None
 
 
 def _entry_encoding(plan: Plan, tuples: list[int], tensor: str) -> tuple[str, ...] | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 
 from hexfuse.graph_passes.combine.plan import Plan, plan_combine
-from hexfuse.graph_passes.combine.price import Priced, price_chain
+from hexfuse.graph_passes.combine.price import MATRIX, Priced, price_chain
 from hexfuse.graph_passes.combine.requantize import Requantized, requantize
 from hexfuse.graph_passes.combine.rewrite import boundary_ops, combine_model
 from hexfuse.graph_passes.combine.schedule import Replayed, replayed
@@ -69,6 +69,15 @@ def _choose(plan: Plan, prices: list[Priced], everything: bool) -> tuple[list[in
     return chosen, refused
 
 
+def _planned(view: RequestView, target: Target, everything: bool
+             ) -> tuple[Plan, list[Priced], list[int], dict[int, str]]:
+    """The plan, each chain priced, and the chains chosen (and why the others are not)."""
+    plan = plan_combine(view)
+    prices = [price_chain(plan, chain, target, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
+    chosen, refused = _choose(plan, prices, everything)
+    return plan, prices, chosen, refused
+
+
 def _rewrite(plan: Plan, chosen: list[int], refused: dict[int, str]) -> tuple[onnx.ModelProto, list[int]]:
     """The model with ``chosen`` combined; where that orders two requests in a cycle, chains are added
     one at a time and those that close a cycle are refused."""
@@ -103,9 +112,7 @@ def combine_requests(path: str | Path, target: str | Path = DEFAULT_TARGET, requ
             view = request_view(merged)
     seconds["load"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    plan = plan_combine(view)
-    prices = [price_chain(plan, chain, target_spec, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
-    chosen, refused = _choose(plan, prices, everything)
+    plan, prices, chosen, refused = _planned(view, target_spec, everything)
     model, chosen = _rewrite(plan, chosen, refused) if chosen else (merged, [])
     seconds["plan"] = time.perf_counter() - mark
     result = Combined(loaded, target_spec, view, plan, prices, chosen, refused, model, merged, changes, seconds=seconds)
@@ -126,14 +133,11 @@ def combine_hint(model: onnx.ModelProto, target: str | Path | Target = DEFAULT_T
     view = request_view(model)
     if view.count < 2:
         return None
-    plan = plan_combine(view)
-    spec = target if isinstance(target, Target) else load_target(target)
-    prices = [price_chain(plan, chain, spec, boundary_ops(plan, i)) for i, chain in enumerate(plan.chains)]
-    chosen, _ = _choose(plan, prices, everything=False)
+    plan, prices, chosen, _ = _planned(view, target if isinstance(target, Target) else load_target(target), False)
     if not chosen:
         return None
     matmuls = sum(1 for i in chosen for t in plan.chains[i].tuples
-                  if view.nodes[plan.counterparts.tuples[t][0]].op_type in ("MatMul", "Gemm", "Conv"))
+                  if view.nodes[plan.counterparts.tuples[t][0]].op_type in MATRIX)
     apart = sum(prices[i].weight_bytes_apart for i in chosen) / 2**20
     once = sum(prices[i].weight_bytes_combined for i in chosen) / 2**20
     return (f"requests {', '.join(view.names)} share weights: `hexfuse combine` would run {matmuls} matrix ops once "

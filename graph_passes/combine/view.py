@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import onnx
@@ -62,11 +63,13 @@ class RequestView:
     def elem_type(self, tensor: str) -> int:
         return self.types.get(tensor, (0, None))[0]
 
+    @cached_property
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        return {init.name: init for init in self.model.graph.initializer}
+
     def small_value(self, tensor: str, limit: int = 8) -> list | None:
         """An initializer's values where it has at most ``limit`` elements (for messages), else None."""
-        if not hasattr(self, "_initializers"):
-            self._initializers = {init.name: init for init in self.model.graph.initializer}
-        init = self._initializers.get(tensor)
+        init = self.initializers.get(tensor)
         if init is None or int(np.prod(init.dims)) > limit:
             return None
         return numpy_helper.to_array(init).reshape(-1).tolist()

@@ -26,6 +26,7 @@ from hexfuse.graph_passes.combine.match import Counterparts, find_counterparts, 
 from hexfuse.graph_passes.combine.row_constants import TABLE_OPS, differing_slots, reshape_rows, row_table
 from hexfuse.graph_passes.combine.rows import Context, output_axes, preferred_axes
 from hexfuse.graph_passes.combine.view import SHARED, RequestView
+from hexfuse.graph_passes.load.model import default_opset
 
 MAX_AXIS_TRIALS = 64  # row-axis choices tried for a tuple with several fresh entries
 ENCODINGS_DIFFER = "the requests quantize "  # how a reason about unequal encodings starts (the CLI counts them)
@@ -58,10 +59,6 @@ class Plan:
     def rows(self, ref: str) -> tuple[int, ...]:
         axis = self.axis[ref]
         return tuple(self.view.shape(t)[axis] for t in self.tensors(ref))
-
-
-def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _value_reader(view: RequestView):
@@ -135,7 +132,7 @@ class _Planner:
         self.view, self.cp = view, counterparts
         self.plan = Plan(view, counterparts)
         self.value = _value_reader(view)
-        self.opset = _opset(view.model)
+        self.opset = default_opset(view.model)
         self.entry_axis: dict[tuple[str, ...], int] = {}  # per-request tensors -> axis of their Concat
         self.made: set[str] = set()  # first request's tensors produced by joined tuples
 

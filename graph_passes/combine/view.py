@@ -96,10 +96,17 @@ def _digest(*parts: bytes) -> bytes:
     return hasher.digest()
 
 
+# 4-bit types: numpy holds one element per byte, the model (and DDR) two
+_NIBBLE_TYPES = frozenset(getattr(onnx.TensorProto, name) for name in ("INT4", "UINT4", "FLOAT4E2M1")
+                          if hasattr(onnx.TensorProto, name))
+
+
 def _initializer_digest(init: onnx.TensorProto) -> tuple[bytes, int]:
+    """(digest of the value, bytes it takes stored: packed for 4-bit types, as the weight is read)."""
     values = np.ascontiguousarray(numpy_helper.to_array(init))
     head = f"{init.data_type}:{list(init.dims)}".encode()
-    return _digest(b"init", head, values.tobytes()), int(values.nbytes)
+    stored = (values.size + 1) // 2 if init.data_type in _NIBBLE_TYPES else values.nbytes
+    return _digest(b"init", head, values.tobytes()), int(stored)
 
 
 def _types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:

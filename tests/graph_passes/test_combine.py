@@ -418,3 +418,21 @@ def test_analyze_says_what_combine_would_do_for_requests_and_nothing_for_one(cap
     assert "requests prefill, decode share weights: `hexfuse combine` would run 15 matrix ops once" in capsys.readouterr().err
     assert main(["analyze", str(MODELS / "llama_decode.onnx")]) == 0
     assert "hexfuse combine" not in capsys.readouterr().err
+
+
+def test_int4_weights_count_their_packed_bytes(tmp_path):
+    # a 4-bit weight is read as two per byte (numpy unpacks it to one per byte: w4a16 layers were priced 2x)
+    w4 = helper.make_tensor("W4", TensorProto.INT4, [8, 8], (np.arange(64) % 16 - 8).tolist())
+    scale = numpy_helper.from_array(np.array(0.1, np.float32), "s")
+
+    def body(p: str, x: str):
+        return [helper.make_node("DequantizeLinear", ["W4", "s"], [p + "w"], name=p + "dq"),
+                helper.make_node("MatMul", [x, p + "w"], [p + "y"], name=p + "proj")], p + "y"
+    model = _two_requests(body, extra_initializers=[w4, scale])
+    model.opset_import[0].version = 21  # int4 DequantizeLinear
+    assert request_view(model).weight_bytes["W4"] == 32  # 64 elements
+    onnx.save(model, tmp_path / "two.onnx")
+    result = combine_requests(tmp_path / "two.onnx", everything=True)  # (too small to pay: combined anyway)
+    assert [(result.prices[i].weight_bytes_apart, result.prices[i].weight_bytes_combined) for i in result.chosen] \
+        == [(64, 32)]
+    assert result.verification.passed

@@ -82,9 +82,10 @@ def _ties(view: RequestView, nodes: list[onnx.NodeProto], original: dict[int, En
     return ties
 
 
-def requantize(view: RequestView) -> tuple[onnx.ModelProto, list[Requantized]]:
+def requantize(view: RequestView, only: set[int] | None = None) -> tuple[onnx.ModelProto, list[Requantized]]:
     """The merged model with one encoding per corresponding quantized activation (where they differed),
-    carried through the ops that only move quantized values (fixed point: a few passes)."""
+    carried through the ops that only move quantized values (fixed point: a few passes). ``only``: the
+    QuantizeLinear nodes (view indices) whose tuples may change; None: every tuple."""
     model = onnx.ModelProto()
     model.CopyFrom(view.model)
     graph = model.graph
@@ -100,7 +101,8 @@ def requantize(view: RequestView) -> tuple[onnx.ModelProto, list[Requantized]]:
                 original[index] = (float(found[0]), int(found[1]))
                 dtypes[index] = found[1].dtype
     ties = _ties(view, nodes, original)
-    tuples = [t for t in find_counterparts(view).tuples if all(m in original for m in t)]
+    tuples = [t for t in find_counterparts(view).tuples if all(m in original for m in t)
+              and (only is None or any(m in only for m in t))]
     in_tuple = {m for t in tuples for m in t}
     current = dict(original)
     for _ in range(MAX_PASSES):

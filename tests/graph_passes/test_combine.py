@@ -26,10 +26,12 @@ from hexfuse.cli import main
 from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
 from hexfuse.graph_passes.combine.report import to_json
 from hexfuse.graph_passes.combine.plan import plan_combine
+from hexfuse.graph_passes.combine.requantize import requantize
 from hexfuse.graph_passes.combine.rows import COUPLES_ROWS
 from hexfuse.graph_passes.combine.run import combine_requests
 from hexfuse.graph_passes.combine.verify import RELATIVE_BOUND, verify_combined
 from hexfuse.graph_passes.combine.view import request_view
+from hexfuse.graph_passes.load.model import load_model
 from hexfuse.graph_passes.merge.requests import merge_requests
 from hexfuse.graph_passes.rewrite.ort_check import random_inputs
 
@@ -128,8 +130,13 @@ def test_qdq_requests_calibrated_apart_are_refused_naming_the_tensor(tmp_path, c
                and "--requantize" in r for r in reasons)
 
 
-def test_qdq_requantized_combine_keeps_every_quantized_op_a_qdq_unit():
-    result = combine_requests(LLAMA_QDQ, requantized=True)
+@pytest.fixture(scope="module")
+def llama_requantized():
+    return combine_requests(LLAMA_QDQ, requantized=True)
+
+
+def test_qdq_requantized_combine_keeps_every_quantized_op_a_qdq_unit(llama_requantized):
+    result = llama_requantized
     assert result.requantized and all(min(r.coarser) >= 1.0 - 1e-6 for r in result.requantized)
     assert result.chosen and result.prices[result.chosen[0]].weight_bytes_combined > 0
     # against the requantized merged model the combine changes nothing; what requantizing changed is reported
@@ -436,3 +443,13 @@ def test_int4_weights_count_their_packed_bytes(tmp_path):
     assert [(result.prices[i].weight_bytes_apart, result.prices[i].weight_bytes_combined) for i in result.chosen] \
         == [(64, 32)]
     assert result.verification.passed
+
+
+def test_requantize_gives_one_encoding_only_where_a_chosen_chain_needs_it(llama_requantized):
+    # attention's tensors stay per request: a shared encoding there only coarsens a request's steps (4.7x for the
+    # prefill's scores); requantizing every corresponding tensor moved the decode's outputs 9% of their largest value
+    _, every = requantize(request_view(load_model(LLAMA_QDQ).inferred))
+    result = llama_requantized
+    assert len(result.requantized) < len(every)
+    assert "matmul_QuantizeLinear_Output" not in {r.tensor for r in result.requantized}  # layer 0's scores
+    assert {c.request: round(c.max_rel, 3) for c in result.requantize_change.checks} == {"prefill": 0.071, "decode": 0.029}

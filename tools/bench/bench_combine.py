@@ -11,13 +11,19 @@ from tools/realsize.py), three forms of the same work, measured side by side:
                                                  └── --targets: hexfuse engines (HTP simulator) per form,
                                                      QNN's schedule replayed (t2) and its DMA bytes
 
+The requests are layers in the deployed form (tools/realsize_deployed.py: attention per head, or grouped over the
+KV heads at decode while the cache fits; K cache stored transposed; 8-bit KV in; only the new token's K/V out);
+``--legacy`` builds the old form (tools/realsize.py ``Layer``). A deployed prefill reads ``--past`` cached tokens
+(default: what a deployed graph of context 4096 reads, 4096 - prefill; ``--past 0`` a prompt with nothing cached).
+
 ONNX Runtime's CPU EP is real hardware (this machine), not a model of a phone: it says whether reading the
 weights once pays where reading weights bounds the run. The replay is the cost model's word for the phone
 (see the issue on LLM fidelity for how far to trust its decode figures).
 
-    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 512            # float, CPU
-    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 512 512 --precision w8a8 \\
-        --iters 0 --targets sm8650 sm8750 --json out.json                                   # replay only
+    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --decodes 4095 4095 --iters 5      # float, CPU
+    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 4095 --precision w4a16 \\
+        --iters 0 --targets sm8750 --json out.json                                          # replay only
+    python -m hexfuse.tools.bench.bench_combine llama-3.2-1b --prefill 128 --decodes 512 --legacy   # the old form
 """
 
 from __future__ import annotations
@@ -30,13 +36,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import ml_dtypes  # (onnx's own dependency: numpy's 4-bit types)
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from hexfuse.graph_passes.errors import HexfuseError
-from hexfuse.tools.realsize import CONFIGS, PRECISIONS, Layer, build, cache_dir, example_inputs
+from hexfuse.tools.realsize import CONFIGS, PRECISIONS, Config, Layer, build, cache_dir, config_of, example_inputs
+from hexfuse.tools.realsize_deployed import ATTENTION, DeployedLayer
 
 FORMS = ("apart", "merged", "combined")
+CONTEXT = 4096  # the deployed graphs' static context (as tools/llm_predict.py): a prompt of T reads CONTEXT - T cached
+_NIBBLES = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4)
 
 
 @dataclass
@@ -44,24 +55,127 @@ class Measured:
     label: str
     requests: list[str]
     precision: str
+    form: str = "deployed"  # the layers' form: deployed (realsize_deployed.DeployedLayer) or legacy (realsize.Layer)
+    past: int = 0  # cached tokens the prefill reads (deployed form)
     cpu_ms: dict[str, float] = field(default_factory=dict)  # form -> median of its iterations
     cpu_speedup: dict[str, dict] = field(default_factory=dict)  # "combined_vs_merged"/"_apart" -> paired_speedup
-    weight_mb: dict[str, float] = field(default_factory=dict)  # form -> weight bytes the graph reads (MB)
+    weight_mb: dict[str, float] = field(default_factory=dict)  # form -> bytes of the weights its matrix ops read (MB)
     verification: list[dict] = field(default_factory=list)
     requantized: int = 0
     replay_us: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> form -> t2
     dma_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> form -> DMA bytes in the schedule
+    dma_parts_mb: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # target -> form -> kind -> MB
+    kept_matrix: list[dict] = field(default_factory=list)  # matrix ops kept per request: op, reason, count, examples
     notes: list[str] = field(default_factory=list)
 
 
-def _layers(config: str, prefill: int | None, decodes: list[int], precision: str) -> list[tuple[str, Layer]]:
-    if config not in CONFIGS:
-        raise HexfuseError(f"unknown config {config!r}; one of {sorted(CONFIGS)}")
-    layers = [("prefill", Layer(CONFIGS[config], "prefill", prefill, precision))] if prefill else []
-    layers += [(f"decode{i}", Layer(CONFIGS[config], "decode", kv, precision)) for i, kv in enumerate(decodes)]
+def default_past(prefill: int | None) -> int:
+    """What a deployed prompt pass of ``prefill`` tokens reads from the cache: the rest of the context."""
+    return max(CONTEXT - prefill, 0) if prefill else 0
+
+
+def _layers(config: Config, prefill: int | None, decodes: list[int], precision: str, legacy: bool = False,
+            past: int = 0, attention: str = "auto") -> list[tuple[str, Layer | DeployedLayer]]:
+    if legacy and (past or attention != "auto"):
+        raise HexfuseError("--past and --attention are for the deployed form (drop --legacy)")
+    if legacy:
+        make = lambda mode, size: Layer(config, mode, size, precision)  # noqa: E731
+        layers = [("prefill", make("prefill", prefill))] if prefill else []
+    else:
+        make = lambda mode, size: DeployedLayer(config, mode, size, precision, attention=attention)  # noqa: E731
+        layers = [("prefill", DeployedLayer(config, "prefill", prefill, precision, past=past))] if prefill else []
+    layers += [(f"decode{i}", make("decode", kv)) for i, kv in enumerate(decodes)]
     if len(layers) < 2:
         raise HexfuseError("give two or more requests (a prefill and decodes, or several decodes)")
     return layers
+
+
+def _label(config: Config, layers: list[tuple[str, Layer | DeployedLayer]]) -> str:
+    def one(layer) -> str:
+        if layer.mode == "decode":
+            return f"decode@KV{layer.size}"
+        return f"prefill{layer.size}" + (f"@KV{layer.past}" if getattr(layer, "past", 0) else "")
+    return f"{config.name} " + " + ".join(one(layer) for _, layer in layers)
+
+
+def own_inputs(path: Path, layer: Layer | DeployedLayer, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs of one request in the types its built graph takes: the deployed form's causal mask, and
+    its 8-bit KV ports as random uint8 codes (quantized layers take uint8 where the float form takes floats)."""
+    values = layer.feeds(seed) if isinstance(layer, DeployedLayer) else example_inputs(layer, seed)
+    rng = np.random.default_rng(seed)
+    for info in onnx.load(str(path), load_external_data=False).graph.input:
+        if info.type.tensor_type.elem_type == onnx.TensorProto.UINT8 and info.name in values:
+            values[info.name] = rng.integers(0, 256, values[info.name].shape, dtype=np.uint8)
+    return values
+
+
+def _unpacked(path: Path, folder: Path) -> tuple[Path, dict[str, int]]:
+    """A copy of ``path`` with its 4-bit initializers as 8-bit ones holding the same values, and their names ->
+    4-bit type (``path`` itself where it has none)."""
+    model = onnx.load(str(path))
+    nibbles = {t.name: t.data_type for t in model.graph.initializer if t.data_type in _NIBBLES}
+    if not nibbles:
+        return path, {}
+    for tensor in model.graph.initializer:
+        if tensor.name in nibbles:
+            values = numpy_helper.to_array(tensor)
+            wide = np.int8 if tensor.data_type == onnx.TensorProto.INT4 else np.uint8
+            tensor.CopyFrom(numpy_helper.from_array(values.astype(wide), tensor.name))
+    return _write(folder / f"{path.stem}.unpacked.onnx", model), nibbles
+
+
+def merged_requests(paths: list[Path], names: list[str], folder: Path) -> onnx.ModelProto:
+    """``hexfuse merge`` of ``paths``, 4-bit weights carried through it as 8-bit stand-ins and packed again
+    after: merge's graph surgery (onnx-graphsurgeon 0.6.1) writes an int4 constant it has compared from its
+    unpacked values, twice its packed size, and fails ("Raw data size does not match"). Equal 4-bit values are
+    equal 8-bit ones, so merge shares the same weights. (The fix belongs in graph_passes/merge/requests.py.)"""
+    from hexfuse.graph_passes.merge.requests import merge_requests
+
+    unpacked = [_unpacked(path, folder) for path in paths]
+    model = merge_requests([path for path, _ in unpacked], names).model
+    nibbles = {}  # merged name -> 4-bit type: a weight keeps its own name, or gets a request's prefix
+    for name, (_, types) in zip(names, unpacked):
+        nibbles.update(types)
+        nibbles.update({f"{name}/{tensor}": kind for tensor, kind in types.items()})
+    for tensor in model.graph.initializer:
+        if tensor.name in nibbles:
+            narrow = ml_dtypes.int4 if nibbles[tensor.name] == onnx.TensorProto.INT4 else ml_dtypes.uint4
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(narrow), tensor.name))
+    for path in {path for path, _ in unpacked} - set(paths):  # (two equal requests share one copy)
+        path.unlink()
+    return model
+
+
+def kept_matrix_ops(result) -> list[dict]:
+    """The report's rows of matrix ops kept per request (a weight read per request, or attention), with why."""
+    from hexfuse.graph_passes.combine.price import MATRIX
+    from hexfuse.graph_passes.combine.report import to_json
+
+    return [row for row in to_json(result)["kept_per_request"] if row["op"] in MATRIX]
+
+
+def _write_report(stem: Path, result) -> None:
+    """``hexfuse combine``'s report beside the combined model: why each node kept per request was kept."""
+    from hexfuse.graph_passes.combine.report import to_json_text, to_markdown
+
+    stem.with_name(f"{stem.name}.combine.md").write_text(to_markdown(result))
+    stem.with_name(f"{stem.name}.combine.json").write_text(to_json_text(result))
+
+
+def matrix_weight_bytes(result) -> tuple[int, int]:
+    """Bytes of the weights every matrix op of the merged model reads (each request its own) and of those the
+    combined model reads (the combined chains' weights once): what one run reads, not only the combined chains."""
+    from hexfuse.graph_passes.combine.plan import constant_sources
+    from hexfuse.graph_passes.combine.price import MATRIX
+
+    view, memo = result.view, {}
+    merged = 0
+    for index, node in enumerate(view.nodes):
+        if node.op_type in MATRIX and view.request_of[index] >= 0:
+            sources = frozenset().union(*(constant_sources(view, t, memo) for t in node.input if t in view.constant))
+            merged += sum(view.weight_bytes[s] for s in sources)
+    saved = sum(result.prices[i].weight_bytes_apart - result.prices[i].weight_bytes_combined for i in result.chosen)
+    return merged, merged - saved
 
 
 def _write(path: Path, model: onnx.ModelProto) -> Path:
@@ -120,15 +234,34 @@ def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[f
     return found.latency_us, found.dma_mb, ""
 
 
-def bench(config: str, prefill: int | None, decodes: list[int], precision: str, iters: int, threads: int,
-          targets: list[str], timeout_s: float) -> Measured:
-    from hexfuse.graph_passes.combine.run import combine_requests
-    from hexfuse.graph_passes.merge.requests import merge_requests
+def dma_parts(path: Path, target: str) -> dict[str, float]:
+    """MB QNN's DMA ops move in the cached schedule of ``path``, by kind: weights (into VTCM), spill_fill (tensors
+    VTCM could not hold, out to DDR and back), other (graph inputs and outputs, activations, biases)."""
+    from hexfuse.graph_passes.engines.engine_map import find_engine_map
+    from hexfuse.graph_passes.load.io import file_sha256
 
-    layers = _layers(config, prefill, decodes, precision)
+    found = find_engine_map(path, file_sha256(path), target).engine_map
+    parts = {"weights": 0, "spill_fill": 0, "other": 0}
+    for op in (found.schedule.ops if found is not None and found.schedule is not None else ()):
+        if op.resource == "dma":
+            kind = "weights" if "weights_to_vtcm" in op.kernel else \
+                "spill_fill" if op.kernel in ("@Spill", "@Fill") else "other"
+            parts[kind] += op.ddr_bytes
+    return {kind: round(nbytes / 1e6, 2) for kind, nbytes in parts.items()}
+
+
+def bench(config: str | Config, prefill: int | None, decodes: list[int], precision: str, iters: int, threads: int,
+          targets: list[str], timeout_s: float, legacy: bool = False, past: int | None = None,
+          attention: str = "auto") -> Measured:
+    from hexfuse.graph_passes.combine.run import combine_requests
+
+    spec = config if isinstance(config, Config) else config_of(config)
+    past = (0 if legacy else default_past(prefill)) if past is None else past
+    layers = _layers(spec, prefill, decodes, precision, legacy, past if prefill else 0, attention)
     names = [name for name, _ in layers]
-    label = f"{config} " + " + ".join(f"{'prefill' if l.mode == 'prefill' else 'decode@KV'}{l.size}" for _, l in layers)
-    say = lambda text: print(f"bench_combine: {label} {precision}: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    form = "legacy" if legacy else "deployed"
+    label = _label(spec, layers)
+    say = lambda text: print(f"bench_combine: {label} {precision} {form}: {text}", file=sys.stderr, flush=True)  # noqa: E731
     say("building the requests (cached)")
     paths = [build(layer) for _, layer in layers]
     folder = cache_dir() / "combine"
@@ -139,21 +272,23 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
     merged_path = folder / f"{stem}.merged.onnx"
     if not merged_path.is_file():
         say("merging")
-        _write(merged_path, merge_requests(paths, names).model)
+        _write(merged_path, merged_requests(paths, names, folder))
     say("combining and verifying")
     result = combine_requests(merged_path, requantized=precision != "float")
     combined_path = _write(folder / f"{stem}.combined.onnx", result.model)
     reference_path = _write(folder / f"{stem}.reference.onnx", result.reference) if result.requantized \
         else merged_path
-    measured = Measured(label, names, precision, requantized=len(result.requantized))
-    apart_bytes = sum(result.prices[i].weight_bytes_apart for i in result.chosen)
-    once_bytes = sum(result.prices[i].weight_bytes_combined for i in result.chosen)
-    measured.weight_mb = {"merged": round(apart_bytes / 1e6, 2), "combined": round(once_bytes / 1e6, 2)}
+    measured = Measured(label, names, precision, form, past if prefill and not legacy else 0,
+                        requantized=len(result.requantized))
+    merged_bytes, combined_bytes = matrix_weight_bytes(result)
+    measured.weight_mb = {"merged": round(merged_bytes / 1e6, 2), "combined": round(combined_bytes / 1e6, 2)}
+    measured.kept_matrix = kept_matrix_ops(result)
+    _write_report(folder / stem, result)
     measured.verification = [{"request": c.request, "outputs": c.outputs, "bit_exact": c.exact,
                               "max_rel": c.max_rel, "max_steps": c.max_steps, "within": c.within,
                               "independent": c.independent}
                              for c in result.verification.checks]
-    own = {name: example_inputs(layer, 7 + i) for i, (name, layer) in enumerate(layers)}
+    own = {name: own_inputs(path, layer, 7 + i) for i, ((name, layer), path) in enumerate(zip(layers, paths))}
     joint = {f"{name}/{k}": v for name, values in own.items() for k, v in values.items()}
     if iters:
         say(f"ONNX Runtime CPU, {iters} iterations interleaved, {threads} thread(s)")
@@ -169,6 +304,8 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
             if note:
                 measured.notes.append(f"{form} on {target}: {note}")
             measured.replay_us[target][form], measured.dma_mb[target][form] = t2, dma
+            if t2 is not None:
+                measured.dma_parts_mb.setdefault(target, {})[form] = dma_parts(path, target)
         parts = [_replay(p, target, folder, timeout_s) for p in paths]
         if all(t2 is not None for t2, _, _ in parts):
             measured.replay_us[target]["apart"] = round(sum(t2 for t2, _, _ in parts), 1)
@@ -179,9 +316,9 @@ def bench(config: str, prefill: int | None, decodes: list[int], precision: str, 
 
 
 def render(rows: list[Measured]) -> str:
-    lines = ["| requests | precision | CPU ms apart / merged / combined | combined vs merged: speedup [CI], rounds | "
+    lines = ["| requests | precision | form | CPU ms apart / merged / combined | combined vs merged: speedup [CI], rounds | "
              "weights read MB merged -> combined | verification | replay t2 us apart / merged / combined | "
-             "DMA MB apart / merged / combined |", "|---|---|---|---|---|---|---|---|"]
+             "DMA MB apart / merged / combined |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cpu = " / ".join(f"{r.cpu_ms[f]:.1f}" for f in FORMS if f in r.cpu_ms) or "-"
         s = r.cpu_speedup.get("combined_vs_merged")
@@ -190,7 +327,7 @@ def render(rows: list[Measured]) -> str:
         checks = ", ".join(f"{v['request']} {v['bit_exact']}/{v['outputs']} exact" for v in r.verification)
         replay = "; ".join(f"{t}: " + " / ".join(_f(v.get(f)) for f in FORMS) for t, v in r.replay_us.items()) or "-"
         dma = "; ".join(f"{t}: " + " / ".join(_f(v.get(f)) for f in FORMS) for t, v in r.dma_mb.items()) or "-"
-        lines.append(f"| {r.label} | {r.precision}{' (requantized)' if r.requantized else ''} | {cpu} | {speedup} | "
+        lines.append(f"| {r.label} | {r.precision}{' (requantized)' if r.requantized else ''} | {r.form} | {cpu} | {speedup} | "
                      f"{r.weight_mb['merged']:.1f} -> {r.weight_mb['combined']:.1f} | {checks} | {replay} | {dma} |")
     return "\n".join(lines)
 
@@ -201,7 +338,7 @@ def _f(value: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hexfuse.tools.bench.bench_combine", description=__doc__.split("\n\n")[0])
-    ap.add_argument("config", help=f"one of {sorted(CONFIGS)}")
+    ap.add_argument("config", help=f"one of {sorted(CONFIGS)}, or a Hugging Face config.json path")
     ap.add_argument("--prefill", type=int, default=None, help="prompt tokens of the prefill request (none: decodes only)")
     ap.add_argument("--decodes", type=int, nargs="+", default=[], help="KV length of each decode request")
     ap.add_argument("--precision", default="float", choices=PRECISIONS)
@@ -209,15 +346,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     ap.add_argument("--targets", nargs="*", default=[], help="replay QNN's schedule on these targets (HTP simulator)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per simulator preparation")
+    ap.add_argument("--legacy", action="store_true", help="the legacy layer form (tools/realsize.py Layer) instead "
+                    "of the deployed one (tools/realsize_deployed.py)")
+    ap.add_argument("--past", type=int, default=None, help="cached tokens the deployed prefill reads (default: "
+                    f"{CONTEXT} - prefill, what a deployed graph of context {CONTEXT} reads; 0: none)")
+    ap.add_argument("--attention", default="auto", choices=ATTENTION, help="the deployed decodes' attention (auto: "
+                    "grouped over the KV heads while the cache fits a quarter of VTCM, else per head)")
     ap.add_argument("--json", help="append the row to this JSON file")
     args = ap.parse_args(argv)
     try:
         row = bench(args.config, args.prefill, args.decodes, args.precision, args.iters, args.threads,
-                    args.targets, args.timeout)
+                    args.targets, args.timeout, args.legacy, args.past, args.attention)
     except HexfuseError as exc:
         print(f"hexfuse: error: {exc}", file=sys.stderr)
         return 1
+    print(f"layer form: {row.form}" + (f", the prefill over {row.past} cached tokens" if row.past else ""))
     print(render([row]))
+    for target, forms in row.dma_parts_mb.items():
+        print(f"DMA MB on {target}, weights / spill+fill / other: " + "; ".join(
+            f"{form} {v['weights']:.1f} / {v['spill_fill']:.1f} / {v['other']:.1f}" for form, v in forms.items()))
     for note in row.notes:
         print(f"note: {note}")
     if args.json:

@@ -87,8 +87,11 @@ def _requantized(view: RequestView, target: Target, everything: bool) -> tuple[o
     if not changes:
         return model, changes
     plan, _, chosen, _ = _planned(request_view(model), target, everything)
-    needed = {member for index in chosen for number in plan.chains[index].tuples
-              for member in plan.counterparts.tuples[number]}
+    chains = [plan.chains[index] for index in chosen]
+    needed = {member for chain in chains for number in chain.tuples for member in plan.counterparts.tuples[number]}
+    # and the QuantizeLinear giving each entry: the chain's Concat takes the requests' rows in one encoding
+    needed |= {plan.view.producer[t] for chain in chains for tensors in chain.entries for t in tensors
+               if t in plan.view.producer}
     return requantize(view, needed)
 
 

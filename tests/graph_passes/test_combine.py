@@ -452,4 +452,6 @@ def test_requantize_gives_one_encoding_only_where_a_chosen_chain_needs_it(llama_
     result = llama_requantized
     assert len(result.requantized) < len(every)
     assert "matmul_QuantizeLinear_Output" not in {r.tensor for r in result.requantized}  # layer 0's scores
-    assert {c.request: round(c.max_rel, 3) for c in result.requantize_change.checks} == {"prefill": 0.071, "decode": 0.029}
+    # what is combined stays what requantizing every tensor combined (o_proj's input Q included: a chain entry)
+    assert [result.prices[i].weight_bytes_combined for i in result.chosen] == [81920]
+    assert {c.request: round(c.max_rel, 3) for c in result.requantize_change.checks} == {"prefill": 0.08, "decode": 0.029}

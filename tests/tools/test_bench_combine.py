@@ -61,3 +61,10 @@ def test_past_defaults_to_what_a_deployed_graph_reads_and_is_refused_with_legacy
     assert bench_combine.main(["tiny", "--prefill", "8", "--decodes", "16", "--legacy", "--past", "4"]) == 1
     assert capsys.readouterr().err.strip() == \
         "hexfuse: error: --past and --attention are for the deployed form (drop --legacy)"
+
+
+def test_requantized_prefill_and_decode_still_combine_o_proj_after_attention(cache):
+    # o_proj's input is a chain entry: its QuantizeLinear takes the one encoding the chain's Concat needs
+    row = bench_combine.bench("tiny", 8, [16], "w4a16", iters=0, threads=1, targets=[], timeout_s=60, past=4)
+    _verified(row)
+    assert row.requantized and not [k for k in row.kept_matrix if any("o_proj" in e for e in k["examples"])]

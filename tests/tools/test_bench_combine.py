@@ -67,4 +67,5 @@ def test_requantized_prefill_and_decode_still_combine_o_proj_after_attention(cac
     # o_proj's input is a chain entry: its QuantizeLinear takes the one encoding the chain's Concat needs
     row = bench_combine.bench("tiny", 8, [16], "w4a16", iters=0, threads=1, targets=[], timeout_s=60, past=4)
     _verified(row)
+    assert set(row.requantize_change) == {"prefill", "decode0"}
     assert row.requantized and not [k for k in row.kept_matrix if any("o_proj" in e for e in k["examples"])]

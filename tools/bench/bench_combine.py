@@ -62,6 +62,8 @@ class Measured:
     weight_mb: dict[str, float] = field(default_factory=dict)  # form -> bytes of the weights its matrix ops read (MB)
     verification: list[dict] = field(default_factory=list)
     requantized: int = 0
+    requantize_change: dict[str, float] = field(default_factory=dict)  # request -> how far --requantize moved its
+    # outputs from the merged model's (float: of their largest value; integer outputs: elements that differ)
     replay_us: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> form -> t2
     dma_mb: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> form -> DMA bytes in the schedule
     dma_parts_mb: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # target -> form -> kind -> MB
@@ -283,6 +285,8 @@ def bench(config: str | Config, prefill: int | None, decodes: list[int], precisi
     merged_bytes, combined_bytes = matrix_weight_bytes(result)
     measured.weight_mb = {"merged": round(merged_bytes / 1e6, 2), "combined": round(combined_bytes / 1e6, 2)}
     measured.kept_matrix = kept_matrix_ops(result)
+    if result.requantize_change is not None:
+        measured.requantize_change = {c.request: c.max_rel for c in result.requantize_change.checks}
     _write_report(folder / stem, result)
     measured.verification = [{"request": c.request, "outputs": c.outputs, "bit_exact": c.exact,
                               "max_rel": c.max_rel, "max_steps": c.max_steps, "within": c.within,

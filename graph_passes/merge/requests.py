@@ -13,7 +13,10 @@ matrix work of one with the vector work of the other like any two branches. The 
 requests (``hexfuse.requests`` metadata) so reports can say which request a task came from.
 
 Off the pass's hot path, so the surgery uses onnx-graphsurgeon: renaming a tensor object renames every
-use of it, and pointing a node at the other model's constant is one assignment.
+use of it, and pointing a node at the other model's constant is one assignment. Sub-byte initializers
+(INT4/UINT4 weights of w4a16 models, ...) never enter gs's numpy round trip: gs (0.6.1) writes a loaded
+constant as one byte per element, twice a packed int4 tensor's size, which onnx rejects. They are compared
+from their TensorProto and written back as that TensorProto, packed as read.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
+from onnx import numpy_helper
+from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from hexfuse.graph_passes.analysis.sources import REQUESTS_KEY
 from hexfuse.graph_passes.errors import HexfuseError
@@ -42,6 +47,10 @@ from hexfuse.graph_passes.spec.model import FUSED_DOMAIN
 MIN_SHARED_ELEMENTS = 2
 MIN_MERGED_IR = 4  # below IR 4 every initializer is also a graph input; the merged model stores weights only
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")  # no "/": prefixes never nest, so names never clash
+# element types stored packed, several to a byte (numpy holds one per byte): bits per element
+_SUB_BYTE = {getattr(onnx.TensorProto, name): bits  # (onnx >= 1.16 knows INT4; FLOAT4E2M1 and INT2 came later)
+             for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+             if hasattr(onnx.TensorProto, name)}
 
 
 @dataclass(frozen=True)
@@ -134,9 +143,32 @@ def _merged_functions(requests: list[Request]) -> list[onnx.FunctionProto]:
     return list(kept.values())
 
 
-def _constant_key(tensor: gs.Constant) -> tuple:
-    values = np.ascontiguousarray(tensor.values)
-    return (str(values.dtype), values.shape, hashlib.sha256(values.tobytes()).digest())
+def _constant_key(dtype: str, values: np.ndarray) -> tuple:
+    values = np.ascontiguousarray(values)
+    return (dtype, values.shape, hashlib.sha256(values.tobytes()).digest())
+
+
+def _keep_packed(graph: gs.Graph, model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Each sub-byte constant of ``graph`` left to gs as a copy of its TensorProto, which gs's exporter writes
+    as is (renamed: hence the copy, so ``model`` keeps its names); the copies by original name."""
+    protos = {init.name: init for init in model.graph.initializer if init.data_type in _SUB_BYTE}
+    packed = {}
+    for name, tensor in graph.tensors().items():
+        if isinstance(tensor, gs.Constant) and name in protos:
+            packed[name] = onnx.TensorProto()
+            packed[name].CopyFrom(protos[name])
+            tensor.values = LazyValues(packed[name])
+    return packed
+
+
+def _values(tensor: gs.Constant, name: str, packed: dict[str, onnx.TensorProto]) -> tuple[str, np.ndarray, int]:
+    """A constant's type, values to compare and stored bytes, without loading a sub-byte one into gs. A sub-byte
+    type goes by its ONNX name: an older onnx unpacks INT4 into int8, which must not match an INT8 tensor."""
+    if name not in packed:
+        return str(tensor.values.dtype), tensor.values, int(tensor.values.nbytes)
+    proto = packed[name]
+    values = numpy_helper.to_array(proto)  # one element per byte
+    return onnx.TensorProto.DataType.Name(proto.data_type), values, (values.size * _SUB_BYTE[proto.data_type] + 7) // 8
 
 
 def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
@@ -148,6 +180,7 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
     unprefixed: dict[str, int] = {}  # a shared constant's own name -> id of the constant that has it
     shared, saved = 0, 0
     for number, (request, graph) in enumerate(zip(requests, graphs)):
+        packed = _keep_packed(graph, request.loaded.model)
         tensors = graph.tensors()
         # a weight that is also a graph input or output keeps its own prefixed name: sharing it would
         # leave a second, unprefixed name at the model's edge
@@ -161,7 +194,8 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
             if not isinstance(tensor, gs.Constant):
                 tensor.name = request.prefix + name
                 continue
-            key = _constant_key(tensor) if tensor.values.size >= MIN_SHARED_ELEMENTS and id(tensor) not in edge else None
+            dtype, values, stored = _values(tensor, name, packed)
+            key = _constant_key(dtype, values) if values.size >= MIN_SHARED_ELEMENTS and id(tensor) not in edge else None
             kept = first.get(key) if key is not None else None
             if kept is None:
                 if key is not None:  # the first model holding these bytes keeps them for every later one
@@ -179,7 +213,7 @@ def _rename(requests: list[Request], graphs: list[gs.Graph]) -> tuple[int, int]:
                 # requests already share other bytes under that name (two pairs of three or more requests)
                 kept.name = name
             shared += 1
-            saved += int(tensor.values.nbytes)
+            saved += stored
     return shared, saved
 
 

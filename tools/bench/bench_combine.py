@@ -36,10 +36,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import ml_dtypes  # (onnx's own dependency: numpy's 4-bit types)
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.realsize import CONFIGS, PRECISIONS, Config, Layer, build, cache_dir, config_of, example_inputs
@@ -47,7 +45,6 @@ from hexfuse.tools.realsize_deployed import ATTENTION, DeployedLayer
 
 FORMS = ("apart", "merged", "combined")
 CONTEXT = 4096  # the deployed graphs' static context (as tools/llm_predict.py): a prompt of T reads CONTEXT - T cached
-_NIBBLES = (onnx.TensorProto.INT4, onnx.TensorProto.UINT4)
 
 
 @dataclass
@@ -109,43 +106,6 @@ def own_inputs(path: Path, layer: Layer | DeployedLayer, seed: int) -> dict[str,
         if info.type.tensor_type.elem_type == onnx.TensorProto.UINT8 and info.name in values:
             values[info.name] = rng.integers(0, 256, values[info.name].shape, dtype=np.uint8)
     return values
-
-
-def _unpacked(path: Path, folder: Path) -> tuple[Path, dict[str, int]]:
-    """A copy of ``path`` with its 4-bit initializers as 8-bit ones holding the same values, and their names ->
-    4-bit type (``path`` itself where it has none)."""
-    model = onnx.load(str(path))
-    nibbles = {t.name: t.data_type for t in model.graph.initializer if t.data_type in _NIBBLES}
-    if not nibbles:
-        return path, {}
-    for tensor in model.graph.initializer:
-        if tensor.name in nibbles:
-            values = numpy_helper.to_array(tensor)
-            wide = np.int8 if tensor.data_type == onnx.TensorProto.INT4 else np.uint8
-            tensor.CopyFrom(numpy_helper.from_array(values.astype(wide), tensor.name))
-    return _write(folder / f"{path.stem}.unpacked.onnx", model), nibbles
-
-
-def merged_requests(paths: list[Path], names: list[str], folder: Path) -> onnx.ModelProto:
-    """``hexfuse merge`` of ``paths``, 4-bit weights carried through it as 8-bit stand-ins and packed again
-    after: merge's graph surgery (onnx-graphsurgeon 0.6.1) writes an int4 constant it has compared from its
-    unpacked values, twice its packed size, and fails ("Raw data size does not match"). Equal 4-bit values are
-    equal 8-bit ones, so merge shares the same weights. (The fix belongs in graph_passes/merge/requests.py.)"""
-    from hexfuse.graph_passes.merge.requests import merge_requests
-
-    unpacked = [_unpacked(path, folder) for path in paths]
-    model = merge_requests([path for path, _ in unpacked], names).model
-    nibbles = {}  # merged name -> 4-bit type: a weight keeps its own name, or gets a request's prefix
-    for name, (_, types) in zip(names, unpacked):
-        nibbles.update(types)
-        nibbles.update({f"{name}/{tensor}": kind for tensor, kind in types.items()})
-    for tensor in model.graph.initializer:
-        if tensor.name in nibbles:
-            narrow = ml_dtypes.int4 if nibbles[tensor.name] == onnx.TensorProto.INT4 else ml_dtypes.uint4
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor).astype(narrow), tensor.name))
-    for path in {path for path, _ in unpacked} - set(paths):  # (two equal requests share one copy)
-        path.unlink()
-    return model
 
 
 def kept_matrix_ops(result) -> list[dict]:
@@ -256,6 +216,7 @@ def bench(config: str | Config, prefill: int | None, decodes: list[int], precisi
           targets: list[str], timeout_s: float, legacy: bool = False, past: int | None = None,
           attention: str = "auto") -> Measured:
     from hexfuse.graph_passes.combine.run import combine_requests
+    from hexfuse.graph_passes.merge.requests import merge_requests
 
     spec = config if isinstance(config, Config) else config_of(config)
     past = (0 if legacy else default_past(prefill)) if past is None else past
@@ -274,7 +235,7 @@ def bench(config: str | Config, prefill: int | None, decodes: list[int], precisi
     merged_path = folder / f"{stem}.merged.onnx"
     if not merged_path.is_file():
         say("merging")
-        _write(merged_path, merged_requests(paths, names, folder))
+        _write(merged_path, merge_requests(paths, names).model)
     say("combining and verifying")
     result = combine_requests(merged_path, requantized=precision != "float")
     combined_path = _write(folder / f"{stem}.combined.onnx", result.model)

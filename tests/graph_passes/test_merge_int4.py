@@ -130,3 +130,15 @@ def test_combine_of_a_merged_w4a16_model_keeps_its_4bit_weights(prefill_decode, 
     kept = _nibbles(result.model)
     assert set(kept) == {"w1", "w2", "z2"}
     assert all(t.SerializeToString() == _nibbles(onnx.load(path))[n].SerializeToString() for n, t in kept.items())
+
+
+def test_fuse_micro_batch_split_of_a_w4a16_model_keeps_its_4bit_weights(prefill_decode, tmp_path, capsys):
+    path, out = prefill_decode[0], tmp_path / "split.onnx"
+    # a micro-batch split rewrites the graph (Split, a copy of each op per slice, Concat): the weights stay as read
+    argv = ["fuse", str(path), "-o", str(out), "--micro-batches", "2", "--split", "always", "--force"]
+    assert main(argv) == 0, capsys.readouterr().err
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    assert {n.op_type for n in model.graph.node} >= {"Split", "Concat"}
+    assert {n: t.SerializeToString() for n, t in _nibbles(model).items()} == \
+        {n: t.SerializeToString() for n, t in _nibbles(onnx.load(path)).items()}

@@ -3,13 +3,15 @@ and of the same graph with one group fused the way the HTP package expands it.
 
     main thread  ──E──M0──M1──J──...        ops in list order; each starts when the thread is free and
     HVX threads  ──v──T──────v──...         its predecessors are done; HVX ops in list order on the
-    DMA engine   ──w0──w1──...              first free of `hvx_contexts` threads; a DMA join waits for
-                                            its transfer
+    DMA engine   ──w0──w1──...              first free of `hvx_contexts` threads; transfers queue on the
+                                            one DMA engine in the order issued; a DMA join waits for its
+                                            transfer
 
 Costs per QNN op (``OpCosts``): an HMX op by its MACs at the target's HMX rate, an HVX op by the bytes
 it moves at the HVX streaming rate, each plus a per-op constant (``qnn_hvx_op_ns`` on the HVX list,
 ``qnn_op_ns`` on the main thread) scaled by the op's work (``op_constant``: a 10 ns slice is not charged
-what a vision convolution is), a DMA transfer by its DDR bytes at the DMA/DDR rate. Syncs and the run
+what a vision convolution is), a DMA transfer by its DDR bytes at the DMA engine's rate or the sustained DDR
+rate, the lower (``ddr_sustained_bytes_per_ns``: every transfer streams from the one DDR). Syncs and the run
 lists' unnamed entries cost nothing of their own: their effect is the waiting, which the graph carries.
 All ops share one DDR: no replay ends before the schedule's DDR bytes at the sustained bandwidth
 (``ddr_floor_ns``). The constants are fitted to published phone latencies, vision and LLM rows together
@@ -75,7 +77,7 @@ def op_constant(full_ns: float, work_ns: float, target: Target) -> float:
 def ddr_floor_ns(schedule: QnnSchedule, target: Target) -> float:
     """Every DDR byte the schedule moves at ddr_gbps x ddr_sustained_fraction: DMA, HVX and main-thread ops
     share one memory (a bound on the whole replay, not on any one op)."""
-    return sum(op.ddr_bytes for op in schedule.ops) / (target.ddr_gbps * target.ddr_sustained_fraction)
+    return schedule.ddr_bytes / target.ddr_sustained_bytes_per_ns
 
 
 def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
@@ -89,7 +91,7 @@ def op_costs(schedule: QnnSchedule, target: Target) -> OpCosts:
             body = op.macs / (rate * ghz) + op.vtcm_bytes * per_byte / 4
             fixed = op_constant(target.qnn_op_ns, body, target)
         elif op.resource == "dma":
-            move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_bytes_per_ns) if op.dma_start < 0 else 0.0
+            move = op.ddr_bytes / min(target.dma_bytes_per_ns, target.ddr_sustained_bytes_per_ns) if op.dma_start < 0 else 0.0
         elif op.lane == "vec":
             body = op.vtcm_bytes * per_byte + op.ddr_bytes / target.ddr_bytes_per_ns
             fixed = op_constant(target.qnn_hvx_op_ns, body, target)
@@ -150,7 +152,7 @@ def replay(graph: Graph, hvx_threads: int) -> Replay:
         end[i] = 0.0  # an op no list runs (fused away) is nobody's wait
     transfer_end = [0.0] * len(graph.lanes)
     threads = [0.0] * max(1, hvx_threads)
-    main_free = vec_last_start = 0.0
+    main_free = vec_last_start = dma_free = 0.0
     heads = {"main": 0, "vec": 0}
     lists = {"main": graph.main, "vec": graph.vec}
     done = 0
@@ -168,7 +170,9 @@ def replay(graph: Graph, hvx_threads: int) -> Replay:
                 if lane == "main":
                     start[i] = max(main_free, ready)
                     end[i] = main_free = start[i] + graph.run[i]
-                    transfer_end[i] = end[i] + graph.transfer[i]  # a DMA start issues its transfer
+                    transfer_end[i] = end[i]
+                    if graph.transfer[i]:  # a DMA start queues its transfer on the one DMA engine
+                        transfer_end[i] = dma_free = max(end[i], dma_free) + graph.transfer[i]
                 else:
                     t = min(range(len(threads)), key=threads.__getitem__)
                     start[i] = max(threads[t], ready, vec_last_start)

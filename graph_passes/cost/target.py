@@ -59,7 +59,8 @@ class Target:
     qnn_op_half_ns: float  # ... and an op whose work is this many ns costs half way to the full constant
     ddr_sustained_fraction: float  # replay: share of ddr_gbps all of a graph's ops sustain together (its DDR floor)
     qnn_hvx_rate_scale: float  # replay: QNN's own kernels move bytes this many times hvx_bytes_per_cycle
-    llm_pass_ns: float  # tools/llm_predict.py: each LLM pass's time outside its layers and LM head (runtime)
+    hmx_a16_rate_fraction: float  # HMX with 16-bit activations (w8a16, w4a16) at this share of the 8-bit rate
+    graph_execute_ns: float  # whole-model times: each graph execution's cost outside its ops (the runtime's call)
     pack_bytes_per_cycle: float  # HVX, per context: requant/layout of HMX outputs
     dequant_bytes_per_cycle: float  # HVX, per context: dequant of non-prepacked (dynamic) HMX weights
     factors: dict[str, float] = field(default_factory=dict)  # op class -> calibrated time factor
@@ -80,6 +81,11 @@ class Target:
         return self.dma_gbps
 
     @property
+    def ddr_sustained_bytes_per_ns(self) -> float:
+        """The replay's DDR: what a graph's ops sustain together (its DMA engine and its floor)."""
+        return self.ddr_gbps * self.ddr_sustained_fraction
+
+    @property
     def vtcm_bytes(self) -> int:
         return int(self.vtcm_mb * 2**20)
 
@@ -98,7 +104,7 @@ class Target:
 _NUMERIC = [f.name for f in fields(Target) if f.type in ("float", "int")]
 _INTEGER = {f.name for f in fields(Target) if f.type == "int"}
 _INTEGER_MAX = 1024  # threads and tile rows: the quota search enumerates splits of them (4 and 32 today)
-_FRACTIONS = {"ddr_npu_fraction", "qnn_op_floor_fraction", "ddr_sustained_fraction"}
+_FRACTIONS = {"ddr_npu_fraction", "qnn_op_floor_fraction", "ddr_sustained_fraction", "hmx_a16_rate_fraction"}
 # Figures added after target files were first written (a file without them still loads, with these).
 OPTIONAL = {
     "hvx_launch_ns": (300.0, "estimate (default): one launch/wait pair of the HTP scheduler per HVX op; "
@@ -113,7 +119,10 @@ OPTIONAL = {
                                    "replay before issue 43); tools/bench/fit_replay.py fits it"),
     "qnn_op_half_ns": (1000.0, "default (no effect while qnn_op_floor_fraction is 1); tools/bench/fit_replay.py fits it"),
     "qnn_hvx_rate_scale": (1.0, "default: QNN's kernels stream at hvx_bytes_per_cycle; tools/bench/fit_replay.py fits it"),
-    "llm_pass_ns": (1.0, "default: nothing per LLM pass beyond its layers; tools/bench/fit_replay.py --joint fits it"),
+    "hmx_a16_rate_fraction": (1.0, "default: 16-bit activations at the 8-bit HMX rate; tools/bench/fit_replay.py --joint "
+                                   "fits the share"),
+    "graph_execute_ns": (1.0, "default: nothing per graph execution beyond its ops; tools/bench/fit_replay.py --joint fits "
+                              "it"),
     "ddr_sustained_fraction": (1.0, "default: the replay is never faster than its DDR bytes at peak bandwidth; "
                                     "tools/bench/fit_replay.py fits the share sustained"),
 }

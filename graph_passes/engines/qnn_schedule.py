@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from hexfuse.graph_passes.errors import HexfuseError
@@ -69,6 +70,11 @@ class QnnSchedule:
     @property
     def main(self) -> list[int]:
         return [i for i, op in enumerate(self.ops) if op.lane == "main"]
+
+    @cached_property
+    def ddr_bytes(self) -> int:
+        """Every byte the ops move through DDR (the replay's floor reads it once per fit point)."""
+        return sum(op.ddr_bytes for op in self.ops)
 
     @property
     def vec(self) -> list[int]:

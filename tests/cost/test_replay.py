@@ -100,6 +100,21 @@ def test_replay_shares_hvx_threads_in_list_order_and_waits_for_dma() -> None:
     assert replay(graph_of(dma, costs), 1).latency_ns == pytest.approx(12.0)  # the join waits for the transfer (1 + 10)
 
 
+def test_transfers_queue_on_the_one_dma_engine() -> None:
+    # two weight moves issued back to back: the second starts when the first is done (one DDR, one engine),
+    # so the second join waits 1 + 10 + 10, not 2 + 10
+    two = QnnSchedule((op("main", "w_to_vtcm", "dma"), op("main", "w_to_vtcm", "dma"),
+                       op("main", "w_to_vtcm", "dma", after=(0,), dma_start=0),
+                       op("main", "w_to_vtcm", "dma", after=(1,), dma_start=1)))
+    costs = flat_costs(two, {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}, {0: 10.0, 1: 10.0})
+    replayed = replay(graph_of(two, costs), 1)
+    assert replayed.starts[3] == pytest.approx(21.0) and replayed.latency_ns == pytest.approx(22.0)
+    # a transfer issued after the engine went idle starts at once
+    late = QnnSchedule((op("main", "w_to_vtcm", "dma"), op("main", "Other", "main"), op("main", "w_to_vtcm", "dma"),
+                        op("main", "w_to_vtcm", "dma", after=(2,), dma_start=2)))
+    costs = flat_costs(late, {0: 1.0, 1: 20.0, 2: 1.0, 3: 1.0}, {0: 10.0, 2: 10.0})
+    assert replay(graph_of(late, costs), 1).starts[3] == pytest.approx(32.0)  # 22 + 10
+
 def test_op_costs_price_hmx_by_macs_and_hvx_by_bytes() -> None:
     schedule = QnnSchedule((op("main", "ConvLayer_s1.opt", "hmx", macs=10**6), op("vec", "Softmax", "hvx", vtcm=4096),
                             op("main", "@Sync", "main"), op("main", "", "main")))

@@ -6,17 +6,22 @@ tools/anchors/llm_published.csv has one.
     python -m hexfuse.tools.llm_predict CONFIG.json --phase prefill --tokens 128 --kv 3968 --target sm8750 --json
     python -m hexfuse.tools.llm_predict --table [--targets sm8650 sm8750]     # every published row, markdown
 
-    predicted = layers x t2(one deployed layer, QNN's schedule replayed) + LM head + embedding rows + pass constant
+    predicted = layers x t2(one deployed layer, QNN's schedule replayed) + LM head + embedding rows
+                + splits x graph_execute_ns (the runtime's call into the HTP, once per context binary)
     floor     = bytes read once: every layer's weights + the 8-bit KV cache + LM head + embedding rows, at peak DDR
 
 One layer in the deployed form (tools/realsize_deployed.py) is built (cached), prepared on the QNN EP's HTP simulator
 with optrace once (`hexfuse engines`: its schedule, cached by the model's hash; progress on stderr), and replayed with
-the target's fitted constants (graph_passes/cost/replay.py). The LM head is priced as one HMX op, not prepared: its
+the target's fitted constants (graph_passes/cost/replay.py), its quantized matrix work at the fitted share of the 8-bit
+HMX rate where activations are 16-bit (``priced_for``: w8a16, w4a16). The LM head is priced as one HMX op, not prepared: its
 MACs at the HMX rate or its weights at the sustained DDR rate, whichever is longer, plus one per-op constant (a
 128256 x 2048-4096 projection is 0.5-1 GB of float weights to quantize, minutes and gigabytes per model here).
-Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head too. The pass constant
-(the target's ``llm_pass_ns``, fitted by tools/bench/fit_replay.py --joint) is the runtime's time per pass outside the
-layers: a guess at what it holds (Genie runs a model as 4-5 context binaries, samples on the CPU), not a measurement.
+Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head at 8 bits in a w4a16 model
+(as Qualcomm exports it: LM_HEAD_BYTES). A deployed model is cut into
+context binaries (``splits``: 3 for Llama-3.2-1B/3B, 4 for Llama-2-7B, 5 for Llama-3-8B in quic/ai-hub-models'
+model.py NUM_SPLITS; the table's ``splits`` column), each pass executes each once, and each execution costs the
+target's ``graph_execute_ns`` (fitted by tools/bench/fit_replay.py --joint on vision and LLM rows together: a vision
+inference is one execution).
 """
 
 from __future__ import annotations
@@ -34,9 +39,13 @@ ROOT = Path(__file__).resolve().parent
 PUBLISHED = ROOT / "anchors" / "llm_published.csv"
 CONFIGS = ROOT / "anchors" / "llm_configs"
 WEIGHT_BYTES = {"w4a16": 0.5, "w8a16": 1.0, "w8a8": 1.0, "float": 2.0}
+# Qualcomm's w4a16 exports keep the LM head at 8 bits per channel (quic/ai-hub-models v0.46.1,
+# qai_hub_models/models/_shared/llm/_utils.py: _set_lm_head_to_8b; info.yaml: "w4a16 + w8a16 (few layers)")
+LM_HEAD_BYTES = {"w4a16": 1.0, "w8a16": 1.0, "w8a8": 1.0, "float": 2.0}
 ACT_BYTES = {"w4a16": 2, "w8a16": 2, "w8a8": 1, "float": 2}
 KV_BYTES = 1  # 8-bit KV cache (deployed form)
 DEFAULT_CONTEXT = 4096
+DEFAULT_SPLITS = 4  # context binaries per pass where the table has no row for the model (Llama-2-7B's count)
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,8 @@ class Prediction:
     layer_ms: float  # one layer's replayed t2
     lm_head_ms: float
     embedding_ms: float
-    pass_ms: float  # the target's llm_pass_ns: the runtime's own time per pass (fitted)
+    splits: int  # context binaries one pass executes
+    execute_ms: float  # splits x the target's graph_execute_ns: the runtime's calls (fitted)
     predicted_ms: float
     floor_ms: float  # bytes read once at peak DDR bandwidth
     bound: str  # what bounds the layer in the replay: DDR | HVX | main thread (HMX) ...
@@ -78,21 +88,43 @@ def floor_bytes(config, precision: str, tokens: int, kv: int) -> float:
     layer, head, row = weight_params(config)
     w = WEIGHT_BYTES[precision]
     cache = 2 * config.kv_heads * config.head_dim * (kv + tokens) * KV_BYTES
-    return config.layers * (layer * w + cache) + head * w + tokens * row * 2
+    return config.layers * (layer * w + cache) + head * LM_HEAD_BYTES[precision] + tokens * row * 2
+
+
+def priced_for(target, precision: str):
+    """The target as a layer of ``precision`` runs on it: quantized matrix work with 16-bit activations (w8a16,
+    w4a16) at hmx_a16_rate_fraction of the 8-bit HMX rate. (The schedule does not say an op's activation width;
+    the precision does.)"""
+    if precision == "float" or ACT_BYTES[precision] == 1:
+        return target
+    return target.with_values(hmx_int8_macs_per_cycle=target.hmx_int8_macs_per_cycle * target.hmx_a16_rate_fraction)
 
 
 def lm_head_ns(config, precision: str, tokens: int, target) -> float:
     from hexfuse.graph_passes.cost.replay import op_constant
 
     _, head, _ = weight_params(config)
+    target = priced_for(target, precision)
     rate = target.hmx_fp16_macs_per_cycle if precision == "float" else target.hmx_int8_macs_per_cycle
     compute = tokens * head / (rate * target.clock_ghz)
-    ddr = head * WEIGHT_BYTES[precision] / (target.ddr_gbps * target.ddr_sustained_fraction)
+    ddr = head * LM_HEAD_BYTES[precision] / target.ddr_sustained_bytes_per_ns
     return max(compute, ddr) + op_constant(target.qnn_op_ns, compute, target)
 
 
 def embedding_ns(config, tokens: int, target) -> float:
-    return tokens * config.hidden * 2 / (target.ddr_gbps * target.ddr_sustained_fraction)
+    return tokens * config.hidden * 2 / target.ddr_sustained_bytes_per_ns
+
+
+def pass_ns(config, layer_ns: float, precision: str, tokens: int, splits: int, target) -> float:
+    """One whole pass from one replayed layer: the layers, the LM head, the embedding rows, one execution per
+    context binary."""
+    return (config.layers * layer_ns + lm_head_ns(config, precision, tokens, target) + embedding_ns(config, tokens, target)
+            + splits * target.graph_execute_ns)
+
+
+def splits_for(model: str) -> int:
+    """Context binaries of the model as published (the table's ``splits``), else DEFAULT_SPLITS."""
+    return next((int(r["splits"]) for r in published_rows() if r["model"] == model), DEFAULT_SPLITS)
 
 
 def layer_schedule(config, phase: str, tokens: int, kv: int, precision: str, target_name: str, log=None,
@@ -141,9 +173,9 @@ def bound_of(replayed, schedule, costs) -> str:
 
 
 def predict(config, phase: str, target, precision: str = "w4a16", tokens: int | None = None, kv: int | None = None,
-            context: int = DEFAULT_CONTEXT, schedule=None, log=None) -> Prediction:
+            context: int = DEFAULT_CONTEXT, schedule=None, log=None, splits: int | None = None) -> Prediction:
     """One model x phase x target. ``tokens`` defaults to 1 (decode) / 128 (prefill); ``kv`` (cached tokens) to
-    what a deployed graph of ``context`` reads: context - tokens."""
+    what a deployed graph of ``context`` reads: context - tokens; ``splits`` to the model's as published."""
     from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
 
     if phase not in ("decode", "prefill"):
@@ -151,19 +183,22 @@ def predict(config, phase: str, target, precision: str = "w4a16", tokens: int | 
     if precision not in WEIGHT_BYTES:
         raise HexfuseError(f"llm_predict: precision must be one of {sorted(WEIGHT_BYTES)}, got {precision!r}")
     tokens = 1 if phase == "decode" else (tokens or 128)
+    splits = splits_for(config.name) if splits is None else splits
+    if splits < 1:
+        raise HexfuseError(f"llm_predict: splits must be 1 or more, got {splits}")
     kv = context - tokens if kv is None else kv
     if schedule is None:
         schedule = layer_schedule(config, phase, tokens, kv, precision, target.name, log)
-    costs = op_costs(schedule, target)
+    costs = op_costs(schedule, priced_for(target, precision))
     replayed = replay(graph_of(schedule, costs), target.hvx_contexts)
     layer_ns = replayed.latency_ns
     head = lm_head_ns(config, precision, tokens, target)
     embed = embedding_ns(config, tokens, target)
-    total = config.layers * layer_ns + head + embed + target.llm_pass_ns
+    total = pass_ns(config, layer_ns, precision, tokens, splits, target)
     floor = floor_bytes(config, precision, tokens, kv) / target.ddr_gbps
     published = published_row(config.name, phase, target.name, precision)
     return Prediction(config.name, phase, target.name, precision, tokens, kv, config.layers, layer_ns / 1e6, head / 1e6,
-                      embed / 1e6, target.llm_pass_ns / 1e6, total / 1e6, floor / 1e6, bound_of(replayed, schedule, costs),
+                      embed / 1e6, splits, splits * target.graph_execute_ns / 1e6, total / 1e6, floor / 1e6, bound_of(replayed, schedule, costs),
                       replayed.ddr_floor_ns / 1e6, *(published or (None, "")))
 
 
@@ -226,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv", type=int, help="cached tokens the pass reads (default: context - tokens)")
     ap.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="the deployed graph's context (default 4096)")
     ap.add_argument("--precision", default="w4a16", choices=sorted(WEIGHT_BYTES))
+    ap.add_argument("--splits", type=int, help="context binaries per pass (default: the published model's, else "
+                                               f"{DEFAULT_SPLITS})")
     ap.add_argument("--target", default="sm8750")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     ap.add_argument("--table", action="store_true", help="every published row (tools/anchors/llm_published.csv)")
@@ -239,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.config:
             ap.error("a config.json (or --table)")
         result = predict(config_for(args.config), args.phase, load_target(args.target), args.precision, args.tokens,
-                         args.kv, args.context)
+                         args.kv, args.context, splits=args.splits)
     except HexfuseError as exc:
         print(f"hexfuse: error: {exc}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ Prints before (the target's figures) and after, and with ``--write`` stores the 
 ``--joint`` fits what the flat constants could not (docs/anchors.md section 10): the per-op constant's floor share
 and half-way work (``qnn_op_floor_fraction``, ``qnn_op_half_ns``) and QNN's HVX streaming rate
 (``qnn_hvx_rate_scale``), shared by sm8650 and sm8750, and per target the sustained DDR share
-(``ddr_sustained_fraction``) and a per-pass constant of the LLM runtime (``llm_pass_ns``), on the vision rows
+(``ddr_sustained_fraction``) and each graph execution's own cost (``graph_execute_ns``), on the vision rows
 (float; tools/anchors/light.py's graphs, their maps in ``--vision-maps``) and the LLM rows of
 tools/anchors/llm_published.csv (tools/llm_predict.py: whole-model time from one deployed layer) together, held out
 by leaving each model out.
@@ -32,7 +32,7 @@ import json
 import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,12 +161,13 @@ def _write(target, fitted: tuple[float, float, float], rows: int, models: int, h
 
 
 
-# --- issue 43: the size-scaled per-op constant and the DDR floor, fitted on vision and LLM rows together -----------
-FLOOR_FRACTIONS = (1.0, 0.1, 0.03, 0.01, 0.003)
-HALF_NS = (30.0, 100.0, 300.0)
-RATE_SCALES = (1.0, 2.0, 3.0, 4.0, 6.0)
-PASS_NS = (1.0, 2e6, 4e6, 6e6, 8e6, 10e6)  # llm_pass_ns (1 ns: none; a target file takes no 0)
-SUSTAINED = tuple(round(0.25 + 0.05 * i, 2) for i in range(16))  # 0.25 .. 1.0
+# --- issue 43: the size-scaled per-op constant, the DMA queue and the DDR floor, fitted on vision and LLM rows together
+FLOOR_FRACTIONS = (1.0, 0.01, 0.003)
+HALF_NS = (30.0, 60.0, 100.0, 200.0)
+RATE_SCALES = (4.0, 6.0, 8.0)
+SUSTAINED = tuple(round(0.4 + 0.05 * i, 2) for i in range(12))  # 0.4 .. 0.95
+A16_FRACTIONS = (1.0, 0.5, 0.25)  # hmx_a16_rate_fraction: the LLM rows' (w4a16) HMX rate over the 8-bit rate
+EXECUTE_NS = tuple(25e3 * i for i in range(9))  # graph_execute_ns 0 .. 200 us (0 is written as 1 ns: no 0 in a target)
 VISION_MODELS = ("googlenet", "resnet50", "densenet121")  # tools/anchors/light.py (float: see docs/anchors.md)
 
 
@@ -183,6 +184,17 @@ class JointRow:
     tokens: int = 1
     kv: int = 0
     floor_ms: float = 0.0  # LLM rows: bytes read once at peak DDR
+    splits: int = 1  # graph executions per pass (an LLM's context binaries; a vision inference: one)
+
+
+def execute_cap_ns(chipset: str, runtime: str = "onnx") -> float:
+    """The most graph_execute_ns may be on ``chipset``: half its fastest published inference through the vision
+    rows' runtime (ONNX Runtime's QNN EP: every model of tools/anchors/published.csv, each with work of its own
+    besides the call)."""
+    with (ROOT / "tools" / "anchors" / "published.csv").open(newline="", encoding="utf-8") as handle:
+        fastest = min(float(r["milliseconds"]) for r in csv.DictReader(handle)
+                      if r["chipset"] == chipset and r["runtime"] == runtime)
+    return fastest * 1e6 / 2
 
 
 def joint_rows(targets: list[str], vision_maps: Path, log=print, prepare: bool = True) -> list[JointRow]:
@@ -211,52 +223,63 @@ def joint_rows(targets: list[str], vision_maps: Path, log=print, prepare: bool =
             continue
         floor = llm_predict.floor_bytes(config, r["precision"], tokens, kv) / load_target(r["chipset"]).ddr_gbps / 1e6
         rows.append(JointRow("llm", r["model"], f"{r['model']} {r['phase']} {tokens} over {kv}", r["chipset"],
-                             float(r["milliseconds"]), schedule, config, r["precision"], tokens, kv, floor))
+                             float(r["milliseconds"]), schedule, config, r["precision"], tokens, kv, floor,
+                             int(r["splits"])))
     return rows
 
 
 def joint_predict(row: JointRow, target, lists_ns: float) -> float:
-    """ms: the replayed run lists (``lists_ns``, one layer for an LLM row) held to the DDR floor, and for an LLM
-    row times its layers plus LM head and embedding (tools/llm_predict.py)."""
+    """ms: the replayed run lists (``lists_ns``, one layer for an LLM row) held to the DDR floor, plus the graph
+    executions; for an LLM row the whole pass (tools/llm_predict.py: layers, LM head, embedding, executions)."""
     from hexfuse.graph_passes.cost.replay import ddr_floor_ns
     from hexfuse.tools import llm_predict
 
     one = max(lists_ns, ddr_floor_ns(row.schedule, target))
     if row.kind == "vision":
-        return one / 1e6
-    c = row.config
-    return (c.layers * one + llm_predict.lm_head_ns(c, row.precision, row.tokens, target)
-            + llm_predict.embedding_ns(c, row.tokens, target) + target.llm_pass_ns) / 1e6
-
-
-def _lists_ns(row: JointRow, target) -> float:
-    from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
-
-    return replay(graph_of(row.schedule, op_costs(row.schedule, target)), target.hvx_contexts).lists_ns
+        return (one + target.graph_execute_ns) / 1e6
+    return llm_predict.pass_ns(row.config, one, row.precision, row.tokens, row.splits, target) / 1e6
 
 
 def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid_s=SUSTAINED, grid_r=RATE_SCALES,
-              grid_c=PASS_NS):
-    """(f, h, r, {target: s}) with the least mean |log(predicted / published)| over ``rows`` (vision and LLM rows
-    as two groups of equal weight): f, h (the per-op
-    constant's floor share and half-way work) and r (QNN's HVX streaming rate over the estimate) shared by the
-    targets (QNN's software), s (the sustained DDR share) and c (llm_pass_ns) per target; and per row its prediction at the fit and
-    held out (leave one model out: its rows on every target)."""
+              grid_e=EXECUTE_NS, grid_a=A16_FRACTIONS, caps: dict[str, float] | None = None):
+    """(f, h, r, a, {target: (s, e)}) with the least mean |log(predicted / published)| over ``rows`` (vision and LLM
+    rows as two groups of equal weight): f, h (the per-op constant's floor share and half-way work), r (QNN's HVX
+    streaming rate over the estimate) and a (HMX with 16-bit activations over the 8-bit rate: the LLM rows are
+    w4a16, the vision rows float) shared by the targets (QNN's software, HMX's design), per target s (the sustained DDR
+    share: the DMA queue's rate where below the DMA engine's, and the floor) and e (graph_execute_ns, at most
+    ``caps[target]``: execute_cap_ns); and per row its prediction at the fit and held out (leave one model out: its
+    rows on every target)."""
+    from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
     from hexfuse.graph_passes.cost.target import load_target
+    from hexfuse.tools.llm_predict import priced_for
 
     bases = {t: load_target(t) for t in {r.target for r in rows}}
+    caps = caps if caps is not None else {t: execute_cap_ns(b.name) for t, b in bases.items()}
     points = [(f, h, k) for k in grid_r for f, h in [(1.0, grid_h[0])] + [(f, h) for f in grid_f if f < 1.0 for h in grid_h]]
+    shapes = [graph_of(r.schedule, op_costs(r.schedule, bases[r.target])) for r in rows]  # waits: the same at every point
+    def target(i: int, f: float, h: float, k: float, a: float, s: float, e: float = 1.0):
+        t = bases[rows[i].target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k,
+                                              hmx_a16_rate_fraction=a, ddr_sustained_fraction=s, graph_execute_ns=e)
+        return t if rows[i].kind == "vision" else priced_for(t, rows[i].precision)
+
     lists = {}
     for f, h, k in points:
-        for i, r in enumerate(rows):
-            lists[(f, h, k, i)] = _lists_ns(r, bases[r.target].with_values(
-                qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k))
+        for a in grid_a:
+            for s in grid_s:
+                for i, r in enumerate(rows):
+                    if r.kind == "vision" and a != grid_a[0]:  # float rows: no 16-bit activations on HMX
+                        lists[(f, h, k, a, s, i)] = lists[(f, h, k, grid_a[0], s, i)]
+                        continue
+                    t = target(i, f, h, k, a, s)
+                    costs = op_costs(r.schedule, t)
+                    graph = replace(shapes[i], run=costs.run, transfer=costs.transfer, ddr_floor=costs.ddr_floor)
+                    lists[(f, h, k, a, s, i)] = replay(graph, t.hvx_contexts).lists_ns
 
-    def pred(i: int, f: float, h: float, k: float, sc: tuple[float, float]) -> float:
-        r = rows[i]
-        t = bases[r.target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k,
-                                        ddr_sustained_fraction=sc[0], llm_pass_ns=sc[1])
-        return joint_predict(r, t, lists[(f, h, k, i)])
+    def pred(i: int, f: float, h: float, k: float, a: float, se: tuple[float, float]) -> float:
+        t = bases[rows[i].target].with_values(qnn_op_floor_fraction=f, qnn_op_half_ns=h, qnn_hvx_rate_scale=k,
+                                              hmx_a16_rate_fraction=a, ddr_sustained_fraction=se[0],
+                                              graph_execute_ns=se[1])
+        return joint_predict(rows[i], t, lists[(f, h, k, a, se[0], i)])
 
     def best(keep: list[int]):
         # vision and LLM rows weigh alike as two groups (the fit is not the LLM rows' because they are more)
@@ -264,31 +287,34 @@ def fit_joint(rows: list[JointRow], grid_f=FLOOR_FRACTIONS, grid_h=HALF_NS, grid
         count = {kind: sum(rows[i].kind == kind for i in keep) for kind in kinds}
         weight = {i: 1.0 / (len(kinds) * count[rows[i].kind]) for i in keep}
         choice = None
-        for f, h, k in points:
-            total, ss = 0.0, {}
+        for (f, h, k), a in itertools.product(points, grid_a):
+            total, chosen = 0.0, {}
             for t in bases:
                 mine = [i for i in keep if rows[i].target == t]
-                if not mine:
-                    ss[t] = (1.0, grid_c[0])
-                    continue
-                errs = {sc: sum(weight[i] * _error(pred(i, f, h, k, sc), rows[i].published_ms) for i in mine)
-                        for sc in itertools.product(grid_s, grid_c if any(rows[i].kind == "llm" for i in mine) else grid_c[:1])}
-                ss[t] = min(errs, key=errs.get)
-                total += errs[ss[t]]
+                options = [(s, e) for s in grid_s for e in grid_e if e <= caps[t]] if mine else [(1.0, grid_e[0])]
+                errs = {se: sum(weight[i] * _error(pred(i, f, h, k, a, se), rows[i].published_ms) for i in mine)
+                        for se in options}
+                chosen[t] = min(errs, key=errs.get)
+                total += errs[chosen[t]]
             if choice is None or total < choice[0] - 1e-12:
-                choice = (total, f, h, k, ss)
+                choice = (total, f, h, k, a, chosen)
         return choice[1:]
 
-    f, h, k, ss = best(list(range(len(rows))))
-    fitted = [pred(i, f, h, k, ss[r.target]) for i, r in enumerate(rows)]
+    f, h, k, a, chosen = best(list(range(len(rows))))
+    fitted = [pred(i, f, h, k, a, chosen[r.target]) for i, r in enumerate(rows)]
     held = [0.0] * len(rows)
     for model in sorted({r.model for r in rows}):
-        hf, hh, hk, hs = best([i for i, r in enumerate(rows) if r.model != model])
+        hf, hh, hk, ha, hs = best([i for i, r in enumerate(rows) if r.model != model])
         for i, r in enumerate(rows):
             if r.model == model:
-                held[i] = pred(i, hf, hh, hk, hs[r.target])
-    before = [joint_predict(r, bases[r.target], _lists_ns(r, bases[r.target])) for r in rows]
-    return (f, h, k, ss), before, fitted, held
+                held[i] = pred(i, hf, hh, hk, ha, hs[r.target])
+
+    def as_targeted(i: int):  # the target's own constants, as a row of its kind is priced
+        return bases[rows[i].target] if rows[i].kind == "vision" else priced_for(bases[rows[i].target], rows[i].precision)
+
+    before = [joint_predict(r, bases[r.target], replay(graph_of(r.schedule, op_costs(r.schedule, as_targeted(i))),
+                                                           bases[r.target].hvx_contexts).lists_ns) for i, r in enumerate(rows)]
+    return (f, h, k, a, chosen), before, fitted, held
 
 
 def render_joint(rows: list[JointRow], before, fitted, held) -> str:
@@ -305,19 +331,20 @@ def write_joint(fit, rows: list[JointRow], summary: str) -> None:
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.load.io import write_atomic
 
-    f, h, k, ss = fit
+    f, h, k, a, ss = fit
     n_llm = sum(r.kind == "llm" for r in rows)
     source = (f"fit: tools/anchors/llm_published.csv ({n_llm} rows) + tools/anchors/published.csv float rows of "
               f"{', '.join(VISION_MODELS)} ({len(rows) - n_llm} rows, tools/anchors/light.py graphs), sm8650 + sm8750 "
               f"together, grid least mean |log error|, held out (leave one model out): {summary} (tools/bench/fit_replay.py --joint)")
-    for t, (s, c) in ss.items():
+    for t, (s, e) in ss.items():
         path = Path(load_target(t).path)
         raw = json.loads(path.read_text(encoding="utf-8"))
         raw["qnn_op_floor_fraction"] = {"value": f, "source": source}
         raw["qnn_op_half_ns"] = {"value": h, "source": source}
         raw["qnn_hvx_rate_scale"] = {"value": k, "source": source}
+        raw["hmx_a16_rate_fraction"] = {"value": a, "source": source}
         raw["ddr_sustained_fraction"] = {"value": s, "source": source}
-        raw["llm_pass_ns"] = {"value": c, "source": source}
+        raw["graph_execute_ns"] = {"value": max(e, 1.0), "source": source}
         write_atomic(path, (json.dumps(raw, indent=1) + "\n").encode())
 
 
@@ -341,7 +368,7 @@ def main_joint(argv: list[str]) -> int:
 
     text = "; ".join(s for s in (summary(held, "llm"), summary(held, "vision")) if s)
     print(f"\nfit: qnn_op_floor_fraction {fit[0]}, qnn_op_half_ns {fit[1]}, qnn_hvx_rate_scale {fit[2]}, "
-          f"(ddr_sustained_fraction, llm_pass_ns) {fit[3]}")
+          f"hmx_a16_rate_fraction {fit[3]}, (ddr_sustained_fraction, graph_execute_ns) {fit[4]}")
     print(f"before: {summary(before, 'llm')}; {summary(before, 'vision')}")
     print(f"held out: {text}")
     if args.write:

@@ -13,9 +13,10 @@ tools/anchors/llm_published.csv has one.
 One layer in the deployed form (tools/realsize_deployed.py) is built (cached), prepared on the QNN EP's HTP simulator
 with optrace once (`hexfuse engines`: its schedule, cached by the model's hash; progress on stderr), and replayed with
 the target's fitted constants (graph_passes/cost/replay.py), its quantized matrix work at the fitted share of the 8-bit
-HMX rate where activations are 16-bit (``priced_for``: w8a16, w4a16). The LM head is priced as one HMX op, not prepared: its
-MACs at the HMX rate or its weights at the sustained DDR rate, whichever is longer, plus one per-op constant (a
-128256 x 2048-4096 projection is 0.5-1 GB of float weights to quantize, minutes and gigabytes per model here).
+HMX rate where activations are 16-bit (``priced_for``: w8a16, w4a16). The LM head is priced as one HMX op, not
+prepared: its MACs at the HMX rate or its weights at the sustained DDR rate, whichever is longer, plus one per-op
+constant (a 128256 x 2048-4096 projection is 0.5-1 GB of float weights to quantize, minutes and gigabytes per model
+here).
 Weights are stored at the precision's width (w4: 0.5 B, w8: 1 B, float: 2 B), the LM head at 8 bits in a w4a16 model
 (as Qualcomm exports it: LM_HEAD_BYTES). A deployed model is cut into
 context binaries (``splits``: 3 for Llama-3.2-1B/3B, 4 for Llama-2-7B, 5 for Llama-3-8B in quic/ai-hub-models'
@@ -64,7 +65,7 @@ class Prediction:
     execute_ms: float  # splits x the target's graph_execute_ns: the runtime's calls (fitted)
     predicted_ms: float
     floor_ms: float  # bytes read once at peak DDR bandwidth
-    bound: str  # what bounds the layer in the replay: DDR | HVX | main thread (HMX) ...
+    bound: str  # what bounds the layer in the replay: DDR | DMA (the queue of weight moves) | HVX | main thread (HMX)
     layer_floor_ms: float  # the layer's DDR bytes at the sustained rate (the replay's floor)
     published_ms: float | None = None
     published_source: str = ""
@@ -198,8 +199,8 @@ def predict(config, phase: str, target, precision: str = "w4a16", tokens: int | 
     floor = floor_bytes(config, precision, tokens, kv) / target.ddr_gbps
     published = published_row(config.name, phase, target.name, precision)
     return Prediction(config.name, phase, target.name, precision, tokens, kv, config.layers, layer_ns / 1e6, head / 1e6,
-                      embed / 1e6, splits, splits * target.graph_execute_ns / 1e6, total / 1e6, floor / 1e6, bound_of(replayed, schedule, costs),
-                      replayed.ddr_floor_ns / 1e6, *(published or (None, "")))
+                      embed / 1e6, splits, splits * target.graph_execute_ns / 1e6, total / 1e6, floor / 1e6,
+                      bound_of(replayed, schedule, costs), replayed.ddr_floor_ns / 1e6, *(published or (None, "")))
 
 
 def published_rows(path: Path = PUBLISHED) -> list[dict[str, str]]:

@@ -69,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
     checked = "" if result.verification is None else "; outputs checked request by request on ONNX Runtime"
     print(f"hexfuse: {len(chosen)} of {len(result.plan.chains)} chains combined across "
           f"{len(result.view.names)} requests ({', '.join(result.view.names)}), {saved / 2**20:.2f} MiB fewer weight "
-          f"bytes read{checked}; wrote {out}, {markdown.name}, {json_path.name}", file=sys.stderr)
+          f"bytes read{checked}; wrote {out}, {markdown}, {json_path}", file=sys.stderr)
     return 0

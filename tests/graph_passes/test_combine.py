@@ -256,7 +256,9 @@ def test_cli_writes_model_and_reports_byte_identically_and_leaves_the_input_alon
     assert LLAMA.read_bytes() == before
     report = json.loads(outs[0][2])
     assert report["requests"] == ["prefill", "decode"] and report["chains"][0]["combined"]
-    assert re.search(r"1 of \d+ chains combined across 2 requests \(prefill, decode\)", capsys.readouterr().err)
+    said = capsys.readouterr().err
+    assert re.search(r"1 of \d+ chains combined across 2 requests \(prefill, decode\)", said)
+    assert f"wrote {tmp_path / 'two' / 'c.onnx'}, {tmp_path / 'two' / 'c.combine.md'}, " in said  # where they are
 
 
 def test_cli_refuses_a_single_request_in_one_line(tmp_path, capsys):

@@ -163,11 +163,13 @@ def layer_schedule(config, phase: str, tokens: int, kv: int, precision: str, tar
     return found.schedule
 
 
-def bound_of(replayed, schedule, costs) -> str:
+def bound_of(replayed, schedule, costs, hvx_threads: int) -> str:
+    """DDR where the floor ends the replay, else the busiest lane (realsize_bound.Bound weighs the floor as one more
+    lane: a layer whose floor falls between its busiest lane and its end is DDR there, not here)."""
     if replayed.ddr_bound:
         return "DDR"
     main = sum(costs.run[i] for i in schedule.main)
-    hvx = sum(costs.run[i] for i in schedule.vec) / 4
+    hvx = sum(costs.run[i] for i in schedule.vec) / hvx_threads
     dma = sum(costs.transfer)
     lanes = {"main thread (HMX)": main, "HVX": hvx, "DMA": dma}
     return max(lanes, key=lanes.get)
@@ -200,7 +202,8 @@ def predict(config, phase: str, target, precision: str = "w4a16", tokens: int | 
     published = published_row(config.name, phase, target.name, precision)
     return Prediction(config.name, phase, target.name, precision, tokens, kv, config.layers, layer_ns / 1e6, head / 1e6,
                       embed / 1e6, splits, splits * target.graph_execute_ns / 1e6, total / 1e6, floor / 1e6,
-                      bound_of(replayed, schedule, costs), replayed.ddr_floor_ns / 1e6, *(published or (None, "")))
+                      bound_of(replayed, schedule, costs, target.hvx_contexts), replayed.ddr_floor_ns / 1e6,
+                      *(published or (None, "")))
 
 
 def published_rows(path: Path = PUBLISHED) -> list[dict[str, str]]:

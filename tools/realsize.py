@@ -63,6 +63,11 @@ MASK_VALUE = -100.0  # not -inf: a QDQ range that holds it still resolves the un
 ROPE_THETA = 10000.0
 
 
+def opset_for(precision: str) -> int:
+    """The opset a layer of ``precision`` is written in: 16-bit Q/DQ (and int4) need opset 21."""
+    return OPSET_16BIT if precision in ("w8a16", "w4a16") else OPSET
+
+
 @dataclass(frozen=True)
 class Config:
     name: str
@@ -158,7 +163,7 @@ class Layer:
 
     @property
     def opset(self) -> int:
-        return OPSET_16BIT if self.precision in ("w8a16", "w4a16") else OPSET  # (int4 needs opset 21 too)
+        return opset_for(self.precision)
 
     @property
     def tokens(self) -> int:

@@ -111,8 +111,7 @@ class DeployedLayer:
 
     @property
     def opset(self) -> int:
-        rs = _realsize()
-        return rs.OPSET_16BIT if self.precision in ("w8a16", "w4a16") else rs.OPSET
+        return _realsize().opset_for(self.precision)
 
     @property
     def stem(self) -> str:
@@ -183,8 +182,7 @@ class LmHead:
 
     @property
     def opset(self) -> int:
-        rs = _realsize()
-        return rs.OPSET_16BIT if self.precision in ("w8a16", "w4a16") else rs.OPSET
+        return _realsize().opset_for(self.precision)
 
     @property
     def columns(self) -> int:

@@ -13,7 +13,7 @@ figures are 2-10x off published ones (the issue on LLM fidelity), so they are re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hexfuse.graph_passes.cost.replay import graph_of, op_costs, replay
@@ -25,6 +25,19 @@ from hexfuse.graph_passes.engines.engine_map import find_engine_map
 class Replayed:
     latency_us: float  # the replay of QNN's run lists (t2)
     dma_mb: float  # bytes QNN's DMA ops move (DDR <-> VTCM: weights, spills, fills)
+    dma_parts_mb: dict[str, float] = field(default_factory=dict)  # the same by kind (dma_parts)
+
+
+def dma_parts(schedule) -> dict[str, float]:
+    """MB QNN's DMA ops move, by kind: weights (into VTCM), spill_fill (tensors VTCM could not hold, out to DDR and
+    back), other (graph inputs and outputs, activations, biases)."""
+    parts = {"weights": 0, "spill_fill": 0, "other": 0}
+    for op in schedule.ops:
+        if op.resource == "dma":
+            kind = "weights" if "weights_to_vtcm" in op.kernel else \
+                "spill_fill" if op.kernel in ("@Spill", "@Fill") else "other"
+            parts[kind] += op.ddr_bytes
+    return {kind: round(nbytes / 1e6, 2) for kind, nbytes in parts.items()}
 
 
 def replayed(model: Path, sha256: str, target: Target) -> Replayed | None:
@@ -34,4 +47,5 @@ def replayed(model: Path, sha256: str, target: Target) -> Replayed | None:
         return None
     schedule = found.schedule
     latency = replay(graph_of(schedule, op_costs(schedule, target)), target.hvx_contexts).latency_ns
-    return Replayed(round(latency / 1e3, 1), round(sum(op.ddr_bytes for op in schedule.ops if op.resource == "dma") / 1e6, 2))
+    return Replayed(round(latency / 1e3, 1), round(sum(op.ddr_bytes for op in schedule.ops if op.resource == "dma") / 1e6, 2),
+                    dma_parts(schedule))

@@ -35,6 +35,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -42,6 +43,9 @@ import onnx
 from hexfuse.graph_passes.errors import HexfuseError
 from hexfuse.tools.realsize import CONFIGS, PRECISIONS, Config, Layer, build, cache_dir, config_of, example_inputs
 from hexfuse.tools.realsize_deployed import ATTENTION, DeployedLayer
+
+if TYPE_CHECKING:  # (the combine package is imported where it runs)
+    from hexfuse.graph_passes.combine.schedule import Replayed
 
 FORMS = ("apart", "merged", "combined")
 CONTEXT = 4096  # the deployed graphs' static context (as tools/llm_predict.py): a prompt of T reads CONTEXT - T cached
@@ -116,12 +120,15 @@ def kept_matrix_ops(result) -> list[dict]:
     return [row for row in to_json(result)["kept_per_request"] if row["op"] in MATRIX]
 
 
-def _write_report(stem: Path, result) -> None:
-    """``hexfuse combine``'s report beside the combined model: why each node kept per request was kept."""
+def _write_report(combined: Path, result) -> None:
+    """``hexfuse combine``'s report beside the combined model, named as the command names it: why each node kept
+    per request was kept."""
+    from hexfuse.graph_passes.combine.cli import report_paths
     from hexfuse.graph_passes.combine.report import to_json_text, to_markdown
+    from hexfuse.graph_passes.load.io import write_files
 
-    stem.with_name(f"{stem.name}.combine.md").write_text(to_markdown(result))
-    stem.with_name(f"{stem.name}.combine.json").write_text(to_json_text(result))
+    markdown, json_path = report_paths(combined)
+    write_files([(markdown, to_markdown(result).encode()), (json_path, to_json_text(result).encode())])
 
 
 def matrix_weight_bytes(result) -> tuple[int, int]:
@@ -180,8 +187,8 @@ def cpu_latency(forms: dict[str, list[tuple[Path, dict]]], iters: int, threads: 
     return medians, speedups
 
 
-def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[float | None, float | None, str]:
-    """(t2 us, DMA MB, failure note) of QNN's schedule of ``path`` on ``target`` (prepared when not cached)."""
+def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[Replayed | None, str]:
+    """(the replay, failure note) of QNN's schedule of ``path`` on ``target`` (prepared when not cached)."""
     from hexfuse.graph_passes.combine.schedule import replayed
     from hexfuse.graph_passes.cost.target import load_target
     from hexfuse.graph_passes.load.io import file_sha256
@@ -189,27 +196,9 @@ def _replay(path: Path, target: str, log_dir: Path, timeout_s: float) -> tuple[f
 
     _, failure = prepare(path, target, timeout_s, log_dir)
     if failure:
-        return None, None, failure
+        return None, failure
     found = replayed(path, file_sha256(path), load_target(target))
-    if found is None:
-        return None, None, "hexfuse engines wrote no schedule"
-    return found.latency_us, found.dma_mb, ""
-
-
-def dma_parts(path: Path, target: str) -> dict[str, float]:
-    """MB QNN's DMA ops move in the cached schedule of ``path``, by kind: weights (into VTCM), spill_fill (tensors
-    VTCM could not hold, out to DDR and back), other (graph inputs and outputs, activations, biases)."""
-    from hexfuse.graph_passes.engines.engine_map import find_engine_map
-    from hexfuse.graph_passes.load.io import file_sha256
-
-    found = find_engine_map(path, file_sha256(path), target).engine_map
-    parts = {"weights": 0, "spill_fill": 0, "other": 0}
-    for op in (found.schedule.ops if found is not None and found.schedule is not None else ()):
-        if op.resource == "dma":
-            kind = "weights" if "weights_to_vtcm" in op.kernel else \
-                "spill_fill" if op.kernel in ("@Spill", "@Fill") else "other"
-            parts[kind] += op.ddr_bytes
-    return {kind: round(nbytes / 1e6, 2) for kind, nbytes in parts.items()}
+    return (None, "hexfuse engines wrote no schedule") if found is None else (found, "")
 
 
 def bench(config: str | Config, prefill: int | None, decodes: list[int], precision: str, iters: int, threads: int,
@@ -248,7 +237,7 @@ def bench(config: str | Config, prefill: int | None, decodes: list[int], precisi
     measured.kept_matrix = kept_matrix_ops(result)
     if result.requantize_change is not None:
         measured.requantize_change = {c.request: c.max_rel for c in result.requantize_change.checks}
-    _write_report(folder / stem, result)
+    _write_report(combined_path, result)
     measured.verification = [{"request": c.request, "outputs": c.outputs, "bit_exact": c.exact,
                               "max_rel": c.max_rel, "max_steps": c.max_steps, "within": c.within,
                               "independent": c.independent}
@@ -265,18 +254,19 @@ def bench(config: str | Config, prefill: int | None, decodes: list[int], precisi
         measured.replay_us[target], measured.dma_mb[target] = {}, {}
         forms_paths = {"merged": reference_path, "combined": combined_path}
         for form, path in forms_paths.items():
-            t2, dma, note = _replay(path, target, folder, timeout_s)
+            found, note = _replay(path, target, folder, timeout_s)
             if note:
                 measured.notes.append(f"{form} on {target}: {note}")
-            measured.replay_us[target][form], measured.dma_mb[target][form] = t2, dma
-            if t2 is not None:
-                measured.dma_parts_mb.setdefault(target, {})[form] = dma_parts(path, target)
+            measured.replay_us[target][form] = found.latency_us if found else None
+            measured.dma_mb[target][form] = found.dma_mb if found else None
+            if found is not None:
+                measured.dma_parts_mb.setdefault(target, {})[form] = found.dma_parts_mb
         parts = [_replay(p, target, folder, timeout_s) for p in paths]
-        if all(t2 is not None for t2, _, _ in parts):
-            measured.replay_us[target]["apart"] = round(sum(t2 for t2, _, _ in parts), 1)
-            measured.dma_mb[target]["apart"] = round(sum(d for _, d, _ in parts), 2)
+        if all(found is not None for found, _ in parts):
+            measured.replay_us[target]["apart"] = round(sum(found.latency_us for found, _ in parts), 1)
+            measured.dma_mb[target]["apart"] = round(sum(found.dma_mb for found, _ in parts), 2)
         else:
-            measured.notes += [f"apart on {target}: {note}" for _, _, note in parts if note]
+            measured.notes += [f"apart on {target}: {note}" for _, note in parts if note]
     return measured
 
 
